@@ -1,0 +1,164 @@
+//! Ingest. Every `INSERT` or `COPY` into a source table fires the pipeline's statement trigger,
+//! which runs one set-based statement over the statement's transition table (see
+//! `core::sqlgen::PipelineDef::ingest_statement`). `eventtime.ingest` is the function form: it
+//! inserts a JSON document into the source table, so it takes the same path, and returns the
+//! counts the trigger left behind.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use crate::core::ident::quote_ident;
+use crate::core::time;
+use crate::core::window::{AssignError, WindowSpec};
+use crate::pg::catalog;
+use crate::pg::error::{invalid, EtError};
+use crate::pg::jsonb::RawJsonb;
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    accepted: i64,
+    late: i64,
+    refused: i64,
+    duplicates: i64,
+}
+
+thread_local! {
+    /// Counts of the last ingest statement of each pipeline in this backend, written by the
+    /// trigger function and read by `eventtime.ingest` right after its own INSERT.
+    static LAST_COUNTS: RefCell<HashMap<i32, Counts>> = RefCell::new(HashMap::new());
+}
+
+#[pg_schema]
+mod _eventtime {
+    use super::*;
+
+    /// The start of the tumbling window holding `event_time`. Raises the pipeline's error for a
+    /// NULL or infinite event time, which fails the whole ingest statement.
+    #[pg_extern(immutable, parallel_safe)]
+    fn tumble_start(
+        event_time: Option<TimestampWithTimeZone>,
+        size_us: i64,
+        origin_us: i64,
+        pipeline_id: i32,
+    ) -> TimestampWithTimeZone {
+        let Some(e) = event_time else {
+            let (pipeline, column) = pipeline_and_column(pipeline_id);
+            EtError::NullEventTime { pipeline, column }.raise()
+        };
+        let micros: i64 = e.into_inner();
+        match WindowSpec::tumbling_window(size_us, origin_us, micros) {
+            // SAFETY of the unchecked constructor is not needed: the start is inside the range.
+            Ok(w) => TimestampWithTimeZone::try_from(w.start).expect("window start is a valid timestamptz"),
+            Err(err) => {
+                let (pipeline, column) = pipeline_and_column(pipeline_id);
+                EtError::EventTimeOutOfRange {
+                    pipeline,
+                    column,
+                    value: e.to_string(),
+                    infinite: err == AssignError::Infinite || !time::is_finite(micros),
+                }
+                .raise()
+            }
+        }
+    }
+
+    /// Called by a pipeline's trigger function once per statement.
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn note_counts(pipeline_id: i32, accepted: i64, late: i64, refused: i64, duplicates: i64) {
+        LAST_COUNTS.with(|c| {
+            c.borrow_mut().insert(pipeline_id, Counts { accepted, late, refused, duplicates });
+        });
+    }
+}
+
+fn pipeline_and_column(id: i32) -> (String, String) {
+    let name = catalog::name_of(id);
+    let column = Spi::get_one_with_args::<String>("SELECT event_time::text FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    (name, column)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn ingest(
+    pipeline: Option<&str>,
+    rows: Option<RawJsonb>,
+) -> TableIterator<'static, (name!(accepted, i64), name!(late, i64), name!(refused, i64), name!(duplicates, i64))> {
+    const F: &str = "eventtime.ingest";
+    let pipeline = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
+    let rows = rows.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "rows" }.raise());
+    let p = catalog::load(pipeline);
+    if !p.source_exists {
+        EtError::SourceGone { pipeline: pipeline.to_string() }.raise()
+    }
+    let doc_hint = "Pass an object keyed by source column names, or an array of such objects.";
+    // The document as an array of objects, and the source columns it names.
+    let (kind, keys, non_objects) = Spi::connect(|client| {
+        let r = client
+            .select(
+                "WITH d AS (SELECT CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END AS a) \
+                 SELECT jsonb_typeof($1), \
+                        CASE WHEN jsonb_typeof($1) IN ('object', 'array') THEN \
+                          (SELECT array_agg(DISTINCT k ORDER BY k) FROM d, jsonb_array_elements(d.a) e, \
+                             jsonb_object_keys(CASE jsonb_typeof(e) WHEN 'object' THEN e ELSE '{}' END) k) END, \
+                        CASE WHEN jsonb_typeof($1) = 'array' THEN \
+                          (SELECT count(*) FROM jsonb_array_elements($1) e WHERE jsonb_typeof(e) <> 'object') ELSE 0 END",
+                None,
+                &[rows.into()],
+            )
+            .expect("ingest document read")
+            .first();
+        (
+            r.get::<String>(1).unwrap().unwrap_or_default(),
+            r.get::<Vec<String>>(2).unwrap().unwrap_or_default(),
+            r.get::<i64>(3).unwrap().unwrap_or(0),
+        )
+    });
+    if kind != "object" && kind != "array" {
+        invalid(format!("rows for pipeline \"{pipeline}\" must be a JSON object or array, not {kind}"), Some(doc_hint)).raise()
+    }
+    if non_objects > 0 {
+        invalid(
+            format!("rows for pipeline \"{pipeline}\" has {non_objects} array element(s) that are not JSON objects"),
+            Some(doc_hint),
+        )
+        .raise()
+    }
+    let cols = super::pipeline::source_columns(p.source_oid);
+    for k in &keys {
+        if !cols.iter().any(|c| &c.name == k) {
+            EtError::UndefinedColumn {
+                table: p.def.source.clone(),
+                column: k.clone(),
+                hint: Some(format!(
+                    "Keys of the rows must be column names of the source table of pipeline \"{pipeline}\": {}.",
+                    cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                )),
+            }
+            .raise()
+        }
+    }
+    LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id));
+    // Only the named columns are inserted, so the others take their defaults. With no names at
+    // all (an empty array, or empty objects), every column is inserted as NULL.
+    let (col_list, select_list) = if keys.is_empty() {
+        (String::new(), "*".to_string())
+    } else {
+        let l = keys.iter().map(|k| quote_ident(k)).collect::<Vec<_>>().join(", ");
+        (format!(" ({l})"), l)
+    };
+    let sql = format!(
+        "INSERT INTO {src}{col_list} SELECT {select_list} FROM jsonb_populate_recordset(NULL::{src}, \
+         CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END)",
+        src = p.def.source
+    );
+    Spi::connect_mut(|client| {
+        client.update(sql.as_str(), None, &[rows.into()]).expect("ingest insert");
+    });
+    let c = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)).unwrap_or_default();
+    TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))
+}

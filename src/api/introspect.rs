@@ -1,0 +1,48 @@
+//! Support for the `eventtime.pipelines` view, and the guard that keeps history append-only.
+
+use pgrx::prelude::*;
+
+use crate::pg::error::EtError;
+
+#[pg_schema]
+mod _eventtime {
+    use super::*;
+
+    /// Counts over the tables of one pipeline, for `eventtime.pipelines`.
+    #[pg_extern(stable, parallel_safe)]
+    fn pipeline_counts(
+        pipeline_id: i32,
+    ) -> TableIterator<
+        'static,
+        (name!(open_windows, i64), name!(state_rows, i64), name!(firings, i64), name!(refused, i64)),
+    > {
+        let t = |what: &str| format!("_eventtime.\"p{pipeline_id}_{what}\"");
+        let sql = format!(
+            "SELECT (SELECT count(*) FROM {state} WHERE version = 0), (SELECT count(*) FROM {state}), \
+                    (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused})",
+            state = t("state"),
+            history = t("history"),
+            refused = t("refused"),
+        );
+        let row = Spi::connect(|client| {
+            let r = client.select(sql.as_str(), None, &[]).expect("pipeline counts").first();
+            (1..=4).map(|i| r.get::<i64>(i).expect("count").unwrap_or(0)).collect::<Vec<_>>()
+        });
+        TableIterator::once((row[0], row[1], row[2], row[3]))
+    }
+
+    /// BEFORE UPDATE, DELETE and TRUNCATE trigger on every history table.
+    #[pg_trigger]
+    fn refuse_history_change<'a>(
+        trigger: &'a pgrx::PgTrigger<'a>,
+    ) -> Result<Option<pgrx::prelude::PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::prelude::PgHeapTupleError> {
+        let pipeline = trigger.extra_args().ok().and_then(|a| a.into_iter().next()).unwrap_or_default();
+        let operation = match trigger.op() {
+            Ok(pgrx::PgTriggerOperation::Update) => "UPDATE",
+            Ok(pgrx::PgTriggerOperation::Delete) => "DELETE",
+            Ok(pgrx::PgTriggerOperation::Truncate) => "TRUNCATE",
+            _ => "this change",
+        };
+        EtError::HistoryAppendOnly { pipeline, operation: operation.to_string() }.raise()
+    }
+}

@@ -1,0 +1,8 @@
+//! The SQL surface, one module per concept. Functions users call live in schema `eventtime`;
+//! helpers the generated SQL calls live in `_eventtime`.
+
+pub mod ingest;
+pub mod introspect;
+pub mod landing;
+pub mod pipeline;
+pub mod watermark;

@@ -1,0 +1,342 @@
+//! `eventtime.create_pipeline` and `eventtime.drop_pipeline`.
+//!
+//! Creating a pipeline validates every argument against the source table before anything is
+//! written, then creates, in one transaction: the catalog row, the pipeline's internal tables,
+//! its trigger function and statement trigger on the source table, and its four views.
+
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::PgRelation;
+
+use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
+use crate::core::ident::{quote_ident, quote_literal};
+use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES};
+use crate::core::time::fixed_micros;
+use crate::pg::catalog::{self, StoredColumn, StoredDefinition, StoredWindow};
+use crate::pg::error::{invalid, EtError};
+
+/// PostgreSQL's longest name, in bytes.
+const NAME_MAX: usize = 63;
+
+pub struct SourceColumn {
+    pub name: String,
+    /// `format_type(atttypid, atttypmod)`: the declared type.
+    pub declared: String,
+    /// `atttypid::regtype`: the type without modifiers.
+    pub base: String,
+    pub type_oid: pg_sys::Oid,
+}
+
+pub fn source_columns(rel: pg_sys::Oid) -> Vec<SourceColumn> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT attname::text, format_type(atttypid, atttypmod), atttypid::regtype::text, atttypid \
+                 FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                None,
+                &[rel.into()],
+            )
+            .expect("pg_attribute read")
+            .map(|r| SourceColumn {
+                name: r.get(1).unwrap().unwrap(),
+                declared: r.get(2).unwrap().unwrap(),
+                base: r.get(3).unwrap().unwrap(),
+                type_oid: r.get(4).unwrap().unwrap(),
+            })
+            .collect()
+    })
+}
+
+fn find<'a>(cols: &'a [SourceColumn], table: &str, name: &str, role: &str) -> &'a SourceColumn {
+    cols.iter().find(|c| c.name == name).unwrap_or_else(|| {
+        EtError::UndefinedColumn {
+            table: table.to_string(),
+            column: name.to_string(),
+            hint: Some(format!(
+                "The {role} must name a column of the source table, exactly as it is spelled there (case matters)."
+            )),
+        }
+        .raise()
+    })
+}
+
+/// A duration argument as a fixed number of microseconds (days count as 24 hours).
+fn duration(arg: &str, v: Interval, allow_zero: bool) -> i64 {
+    let Some(us) = fixed_micros(v.months(), v.days(), v.micros()) else {
+        invalid(
+            format!("{arg} {v} is not a fixed duration"),
+            Some("Months and years have no fixed length; give the duration in days, hours or smaller units, such as '30 days'."),
+        )
+        .raise()
+    };
+    if us < 0 || (us == 0 && !allow_zero) {
+        let what = if allow_zero { "must not be negative" } else { "must be positive" };
+        invalid(format!("{arg} {v} {what}"), None).raise()
+    }
+    us
+}
+
+/// Whether PostgreSQL has the built-in aggregate `func` for an argument of type `t`.
+fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid JOIN pg_type t ON t.oid = $2 \
+         WHERE p.proname = $1 AND p.pronamespace = 'pg_catalog'::regnamespace AND p.pronargs = 1 \
+           AND (p.proargtypes[0] = t.oid \
+                OR (p.proargtypes[0] = 'anyarray'::regtype AND t.typcategory = 'A') \
+                OR (p.proargtypes[0] = 'anyenum'::regtype AND t.typtype = 'e') \
+                OR EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = t.oid AND c.casttarget = p.proargtypes[0] \
+                           AND c.castcontext = 'i')))",
+        &[func.name().into(), t.into()],
+    )
+    .expect("pg_aggregate read")
+    .unwrap_or(false)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+fn create_pipeline(
+    name: Option<&str>,
+    source: Option<PgRelation>,
+    event_time: Option<&str>,
+    window_size: Option<Interval>,
+    key: default!(Option<Vec<Option<String>>>, "'{}'"),
+    event_id: default!(Option<&str>, "NULL"),
+    allowed_lateness: default!(Option<Interval>, "'0'"),
+    aggregates: default!(Option<&str>, "'count(*) AS events'"),
+    window_origin: default!(Option<TimestampWithTimeZone>, "'1970-01-01 00:00:00+00'"),
+) {
+    const F: &str = "eventtime.create_pipeline";
+    let null = |argument| EtError::NullArgument { function: F, argument };
+    let name = name.unwrap_or_else(|| null("name").raise());
+    let source = source.unwrap_or_else(|| null("source").raise());
+    let event_time = event_time.unwrap_or_else(|| null("event_time").raise());
+    let window_size = window_size.unwrap_or_else(|| null("window_size").raise());
+    let key = key.unwrap_or_default();
+    let allowed_lateness = allowed_lateness.unwrap_or_else(|| null("allowed_lateness").raise());
+    let aggregates_text = aggregates.unwrap_or_else(|| null("aggregates").raise());
+    let window_origin = window_origin.unwrap_or_else(|| null("window_origin").raise());
+
+    // The name.
+    if name.is_empty() {
+        invalid("pipeline name must not be empty", None).raise()
+    }
+    let longest_suffix = VIEW_SUFFIXES.iter().map(|s| s.len()).max().unwrap();
+    if name.len() + longest_suffix > NAME_MAX {
+        EtError::NameTooLong { name: name.to_string(), limit: NAME_MAX - longest_suffix }.raise()
+    }
+    let exists = Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM _eventtime.pipeline WHERE name = $1)",
+        &[name.into()],
+    )
+    .expect("catalog read")
+    .unwrap_or(false);
+    if exists {
+        EtError::DuplicatePipeline { name: name.to_string() }.raise()
+    }
+
+    // The source table.
+    let source_oid = source.oid();
+    let (relkind, source_sql, view_schema) = Spi::connect(|client| {
+        let t = client
+            .select(
+                "SELECT c.relkind::text, format('%I.%I', n.nspname, c.relname), n.nspname::text \
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+                None,
+                &[source_oid.into()],
+            )
+            .expect("pg_class read")
+            .first();
+        (
+            t.get::<String>(1).unwrap().unwrap(),
+            t.get::<String>(2).unwrap().unwrap(),
+            t.get::<String>(3).unwrap().unwrap(),
+        )
+    });
+    drop(source);
+    if relkind != "r" && relkind != "p" {
+        EtError::WrongObjectType { name: source_sql.clone() }.raise()
+    }
+    let cols = source_columns(source_oid);
+
+    // Columns.
+    let et = find(&cols, &source_sql, event_time, "event_time");
+    if et.base != "timestamp with time zone" {
+        EtError::WrongColumnType {
+            table: source_sql.clone(),
+            column: event_time.to_string(),
+            found: et.declared.clone(),
+            expected: "timestamp with time zone".into(),
+            hint: Some("Event times must be timestamptz, so that every window is an instant range whatever the session time zone; convert the column with ALTER TABLE ... TYPE timestamptz USING ... AT TIME ZONE '...'.".into()),
+        }
+        .raise()
+    }
+    let mut keys = Vec::new();
+    for k in &key {
+        let Some(k) = k else {
+            invalid("key must not contain NULL", Some("Pass the grouping columns as an array of column names, such as ARRAY['store'].")).raise()
+        };
+        let c = find(&cols, &source_sql, k, "key");
+        if keys.iter().any(|s: &StoredColumn| &s.name == k) {
+            EtError::DuplicateColumn { name: k.clone(), detail: "The column appears twice in key.".into() }.raise()
+        }
+        keys.push(StoredColumn { name: c.name.clone(), type_name: c.declared.clone() });
+    }
+    let event_id_col = event_id.map(|e| {
+        let c = find(&cols, &source_sql, e, "event_id");
+        StoredColumn { name: c.name.clone(), type_name: c.declared.clone() }
+    });
+
+    // Window and lateness.
+    let size_us = duration("window_size", window_size, false);
+    let lateness_us = duration("allowed_lateness", allowed_lateness, true);
+    if !window_origin.is_finite() {
+        invalid("window_origin must be finite", None).raise()
+    }
+    let origin_us: i64 = window_origin.into_inner();
+
+    // Aggregates.
+    let specs = aggregates::parse(aggregates_text).unwrap_or_else(|e| {
+        EtError::AggregateSyntax { message: e.message, position: e.position, hint: e.hint }.raise()
+    });
+    let mut taken: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+    for s in &specs {
+        if RESERVED_COLUMNS.contains(&s.alias.as_str()) || s.alias.starts_with(INTERNAL_PREFIX) || taken.contains(&s.alias) {
+            EtError::DuplicateColumn {
+                name: s.alias.clone(),
+                detail: format!(
+                    "Aggregate names must differ from each other, from the key columns and from the columns the views add ({}); names starting with \"{INTERNAL_PREFIX}\" are reserved.",
+                    RESERVED_COLUMNS.join(", ")
+                ),
+            }
+            .raise()
+        }
+        taken.push(s.alias.clone());
+    }
+    for k in &keys {
+        if RESERVED_COLUMNS.contains(&k.name.as_str()) || k.name.starts_with(INTERNAL_PREFIX) {
+            EtError::DuplicateColumn {
+                name: k.name.clone(),
+                detail: format!("A key column cannot be named like a column the views add ({}).", RESERVED_COLUMNS.join(", ")),
+            }
+            .raise()
+        }
+    }
+    let mut probes = Vec::new();
+    let mut avg_kinds = Vec::new();
+    for s in &specs {
+        let (expr, kind) = match &s.arg {
+            None => ("count(*)".to_string(), None),
+            Some(a) => {
+                let c = find(&cols, &source_sql, a, "aggregate argument");
+                let kind = if s.func == AggFunc::Avg { AvgKind::for_input(&c.base) } else { None };
+                let ok = match s.func {
+                    AggFunc::Count => true,
+                    AggFunc::Avg => kind.is_some(),
+                    _ => aggregate_exists(s.func, c.type_oid),
+                };
+                if !ok {
+                    EtError::UndefinedAggregate { function: s.func.name().into(), column: a.clone(), type_name: c.declared.clone() }
+                        .raise()
+                }
+                (format!("{}({})", s.func.name(), quote_ident(a)), kind)
+            }
+        };
+        probes.push(format!("pg_typeof({expr})::text"));
+        avg_kinds.push(kind);
+    }
+    let result_types: Vec<String> = Spi::connect(|client| {
+        let row = client
+            .select(&format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")), None, &[])
+            .expect("aggregate type probe")
+            .first();
+        (1..=specs.len()).map(|i| row.get::<String>(i).unwrap().unwrap()).collect()
+    });
+    let resolved: Vec<ResolvedAgg> = specs
+        .into_iter()
+        .zip(result_types)
+        .zip(avg_kinds)
+        .map(|((spec, result_type), avg_kind)| {
+            let acc_type = match (spec.func, avg_kind) {
+                (AggFunc::Count, _) => "bigint".to_string(),
+                (_, Some(AvgKind::Numeric)) => "numeric".to_string(),
+                (_, Some(AvgKind::Float)) => "double precision".to_string(),
+                (_, Some(AvgKind::Interval)) => "interval".to_string(),
+                _ => result_type.clone(),
+            };
+            ResolvedAgg { spec, result_type, acc_type, avg_kind }
+        })
+        .collect();
+
+    let stored = StoredDefinition {
+        keys,
+        event_id: event_id_col,
+        window: StoredWindow::Tumbling { size_us, origin_us },
+        lateness_us,
+        aggregates: resolved,
+    };
+    let definition = serde_json::to_string(&stored).expect("definition serializes");
+    let key_names: Vec<String> = stored.keys.iter().map(|k| k.name.clone()).collect();
+    let id = Spi::get_one_with_args::<i32>(
+        "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
+         window_origin, allowed_lateness, aggregates, definition) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb) RETURNING id",
+        &[
+            name.into(),
+            source_oid.into(),
+            view_schema.as_str().into(),
+            event_time.into(),
+            key_names.into(),
+            event_id.into(),
+            window_size.into(),
+            window_origin.into(),
+            allowed_lateness.into(),
+            aggregates_text.into(),
+            definition.as_str().into(),
+        ],
+    )
+    .expect("catalog insert")
+    .expect("id");
+
+    let def = stored.to_def(id, name, source_sql.clone(), view_schema, event_time.to_string());
+    let mut ddl = def.create_tables();
+    ddl.push(def.create_trigger_function());
+    ddl.push(def.create_trigger());
+    ddl.extend(def.create_views());
+    ddl.push(format!(
+        "COMMENT ON TRIGGER {} ON {} IS {}",
+        def.trigger_name(),
+        source_sql,
+        quote_literal(&format!("pg_eventtime: routes inserted rows into pipeline {name}"))
+    ));
+    for (suffix, what) in [
+        ("_history", "every firing of every window: version 1 sealed, then late versions and restatements"),
+        ("_latest", "the greatest version of each window"),
+        ("_sealed", "version 1 of each window, as first published; never changes"),
+        ("_refused", "rows that arrived after their window's grace, with the window they missed and the watermark that refused them"),
+    ] {
+        ddl.push(format!(
+            "COMMENT ON VIEW {} IS {}",
+            def.view(suffix),
+            quote_literal(&format!("pg_eventtime pipeline {name}: {what}"))
+        ));
+    }
+    Spi::connect_mut(|client| {
+        for stmt in &ddl {
+            client.update(stmt.as_str(), None, &[]).expect("pipeline DDL");
+        }
+    });
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn drop_pipeline(name: Option<&str>) {
+    let name = name.unwrap_or_else(|| EtError::NullArgument { function: "eventtime.drop_pipeline", argument: "name" }.raise());
+    let p = catalog::load(name);
+    let mut stmts = p.def.drop_objects(p.source_exists);
+    stmts.push(format!("DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}", p.id));
+    stmts.push(format!("DELETE FROM _eventtime.pipeline WHERE id = {}", p.id));
+    Spi::connect_mut(|client| {
+        for stmt in &stmts {
+            client.update(stmt.as_str(), None, &[]).expect("drop pipeline");
+        }
+    });
+}

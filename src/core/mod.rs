@@ -1,0 +1,9 @@
+//! The pure core: window assignment, the landing rule, the aggregate list and the SQL each
+//! pipeline runs. Nothing here touches PostgreSQL, so all of it is tested with plain `#[test]`.
+
+pub mod aggregates;
+pub mod ident;
+pub mod landing;
+pub mod sqlgen;
+pub mod time;
+pub mod window;

@@ -1,0 +1,107 @@
+//! The pipeline catalog (`_eventtime.pipeline`) and the definitions read from it.
+//!
+//! Each catalog row keeps what the user passed (for `eventtime.pipelines`) and the definition
+//! resolved at creation (`definition jsonb`: key and event-id types, aggregate result types,
+//! window and lateness in microseconds), from which the SQL of the pipeline is generated.
+
+use pgrx::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::core::aggregates::ResolvedAgg;
+use crate::core::sqlgen::{Column, PipelineDef};
+use crate::core::window::WindowSpec;
+use crate::pg::error::EtError;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredColumn {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum StoredWindow {
+    Tumbling { size_us: i64, origin_us: i64 },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredDefinition {
+    pub keys: Vec<StoredColumn>,
+    pub event_id: Option<StoredColumn>,
+    pub window: StoredWindow,
+    pub lateness_us: i64,
+    pub aggregates: Vec<ResolvedAgg>,
+}
+
+impl StoredDefinition {
+    pub fn to_def(&self, id: i32, name: &str, source: String, view_schema: String, event_time: String) -> PipelineDef {
+        let col = |c: &StoredColumn| Column { name: c.name.clone(), type_name: c.type_name.clone() };
+        PipelineDef {
+            id,
+            name: name.to_string(),
+            source,
+            view_schema,
+            event_time,
+            keys: self.keys.iter().map(col).collect(),
+            event_id: self.event_id.as_ref().map(col),
+            window: match self.window {
+                StoredWindow::Tumbling { size_us, origin_us } => WindowSpec::Tumbling { size: size_us, origin: origin_us },
+            },
+            lateness: self.lateness_us,
+            aggs: self.aggregates.clone(),
+        }
+    }
+}
+
+/// A pipeline as read from the catalog.
+pub struct Pipeline {
+    pub id: i32,
+    pub def: PipelineDef,
+    /// False when the source table was dropped after the pipeline was created.
+    pub source_exists: bool,
+    pub source_oid: pg_sys::Oid,
+}
+
+/// Reads a pipeline by name, or raises 42704.
+pub fn load(name: &str) -> Pipeline {
+    let row = Spi::connect(|client| {
+        let t = client
+            .select(
+                "SELECT p.id, p.definition::text, p.source::oid, p.view_schema::text, p.event_time::text, \
+                        (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                          WHERE c.oid = p.source) \
+                 FROM _eventtime.pipeline p WHERE p.name = $1",
+                None,
+                &[name.into()],
+            )
+            .expect("catalog read");
+        if t.is_empty() {
+            return None;
+        }
+        let r = t.first();
+        Some((
+            r.get::<i32>(1).expect("id").expect("id"),
+            r.get::<String>(2).expect("definition").expect("definition"),
+            r.get::<pg_sys::Oid>(3).expect("source").expect("source"),
+            r.get::<String>(4).expect("view_schema").expect("view_schema"),
+            r.get::<String>(5).expect("event_time").expect("event_time"),
+            r.get::<String>(6).expect("source name"),
+        ))
+    });
+    let Some((id, definition, source_oid, view_schema, event_time, source)) = row else {
+        EtError::UnknownPipeline { name: name.to_string() }.raise()
+    };
+    let stored: StoredDefinition = serde_json::from_str(&definition).expect("catalog definition is written by create_pipeline");
+    let source_exists = source.is_some();
+    let def = stored.to_def(id, name, source.unwrap_or_default(), view_schema, event_time);
+    Pipeline { id, def, source_exists, source_oid }
+}
+
+/// The name of a pipeline by id, for error messages raised where only the id is at hand.
+pub fn name_of(id: i32) -> String {
+    Spi::get_one_with_args::<String>("SELECT name FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| format!("#{id}"))
+}

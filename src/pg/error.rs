@@ -1,0 +1,233 @@
+//! Every error a user can cause, each with its SQLSTATE, a message naming the offending thing,
+//! and a DETAIL or HINT where one helps. Raised with [`EtError::raise`], which never returns.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+
+#[derive(Debug, Clone)]
+pub enum EtError {
+    /// 42704: no pipeline has that name.
+    UnknownPipeline { name: String },
+    /// 42710: a pipeline with that name exists.
+    DuplicatePipeline { name: String },
+    /// 22004: a required argument is NULL.
+    NullArgument { function: &'static str, argument: &'static str },
+    /// 22023: an argument has a value the function cannot use.
+    InvalidParameter { message: String, detail: Option<String>, hint: Option<String> },
+    /// 42622: a generated name would exceed PostgreSQL's name length.
+    NameTooLong { name: String, limit: usize },
+    /// 42P01-like lookups on columns: 42703.
+    UndefinedColumn { table: String, column: String, hint: Option<String> },
+    /// 42804: a column has the wrong type.
+    WrongColumnType { table: String, column: String, found: String, expected: String, hint: Option<String> },
+    /// 42701: a name is used twice among keys, aggregates and the columns the views add.
+    DuplicateColumn { name: String, detail: String },
+    /// 42601: the aggregate list does not parse.
+    AggregateSyntax { message: String, position: usize, hint: Option<String> },
+    /// 42883: an aggregate is not defined for the column's type.
+    UndefinedAggregate { function: String, column: String, type_name: String },
+    /// 42809: the source is not a table.
+    WrongObjectType { name: String },
+    /// 22004: a row of the statement has no event time.
+    NullEventTime { pipeline: String, column: String },
+    /// 22008: a row's event time is infinite or has no window inside the timestamp range.
+    EventTimeOutOfRange { pipeline: String, column: String, value: String, infinite: bool },
+    /// 25000: the call needs READ COMMITTED.
+    WrongIsolation { function: &'static str, pipeline: String },
+    /// 55000: the source table of the pipeline no longer exists.
+    SourceGone { pipeline: String },
+    /// 55000: history rows cannot be changed.
+    HistoryAppendOnly { pipeline: String, operation: String },
+}
+
+impl EtError {
+    pub fn sqlstate(&self) -> PgSqlErrorCode {
+        use EtError::*;
+        use PgSqlErrorCode::*;
+        match self {
+            UnknownPipeline { .. } => ERRCODE_UNDEFINED_OBJECT,
+            DuplicatePipeline { .. } => ERRCODE_DUPLICATE_OBJECT,
+            NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            InvalidParameter { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            NameTooLong { .. } => ERRCODE_NAME_TOO_LONG,
+            UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
+            WrongColumnType { .. } => ERRCODE_DATATYPE_MISMATCH,
+            DuplicateColumn { .. } => ERRCODE_DUPLICATE_COLUMN,
+            AggregateSyntax { .. } => ERRCODE_SYNTAX_ERROR,
+            UndefinedAggregate { .. } => ERRCODE_UNDEFINED_FUNCTION,
+            WrongObjectType { .. } => ERRCODE_WRONG_OBJECT_TYPE,
+            NullEventTime { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            EventTimeOutOfRange { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
+            WrongIsolation { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
+            SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            HistoryAppendOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        use EtError::*;
+        match self {
+            UnknownPipeline { name } => format!("pipeline \"{name}\" does not exist"),
+            DuplicatePipeline { name } => format!("pipeline \"{name}\" already exists"),
+            NullArgument { function, argument } => format!("argument \"{argument}\" of {function} must not be NULL"),
+            InvalidParameter { message, .. } => message.clone(),
+            NameTooLong { name, .. } => format!("pipeline name \"{name}\" is too long"),
+            UndefinedColumn { table, column, .. } => format!("column \"{column}\" of relation {table} does not exist"),
+            WrongColumnType { table, column, found, expected, .. } => {
+                format!("column \"{column}\" of relation {table} is of type {found}, not {expected}")
+            }
+            DuplicateColumn { name, .. } => format!("column name \"{name}\" is used more than once"),
+            AggregateSyntax { message, .. } => message.clone(),
+            UndefinedAggregate { function, column, type_name } => {
+                format!("aggregate {function}() is not defined for column \"{column}\" of type {type_name}")
+            }
+            WrongObjectType { name } => format!("\"{name}\" is not a table"),
+            NullEventTime { pipeline, column } => {
+                format!("event time column \"{column}\" is NULL in a row for pipeline \"{pipeline}\"")
+            }
+            EventTimeOutOfRange { pipeline, column, value, infinite: true } => {
+                format!("event time column \"{column}\" is {value} in a row for pipeline \"{pipeline}\"")
+            }
+            EventTimeOutOfRange { pipeline, column, value, .. } => {
+                format!("event time {value} in column \"{column}\" has no window of pipeline \"{pipeline}\" inside the timestamp range")
+            }
+            WrongIsolation { function, pipeline } => {
+                format!("{function} of pipeline \"{pipeline}\" must run at isolation level READ COMMITTED")
+            }
+            SourceGone { pipeline } => format!("source table of pipeline \"{pipeline}\" no longer exists"),
+            HistoryAppendOnly { pipeline, operation } => {
+                format!("history of pipeline \"{pipeline}\" is append-only: {operation} is not allowed")
+            }
+        }
+    }
+
+    pub fn detail(&self) -> Option<String> {
+        use EtError::*;
+        match self {
+            InvalidParameter { detail, .. } => detail.clone(),
+            NameTooLong { limit, .. } => Some(format!(
+                "The views of a pipeline are named after it with a suffix such as \"_history\"; pipeline names can have at most {limit} bytes."
+            )),
+            DuplicateColumn { detail, .. } => Some(detail.clone()),
+            AggregateSyntax { position, .. } => Some(format!("The error is at character {position} of the aggregate list.")),
+            NullEventTime { .. } => Some("Every row needs an event time; no row of the statement was applied.".into()),
+            EventTimeOutOfRange { .. } => Some("No row of the statement was applied.".into()),
+            WrongIsolation { .. } => Some(
+                "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the pipeline lock, so rows committed meanwhile would not be fired."
+                    .into(),
+            ),
+            HistoryAppendOnly { .. } => Some("Published versions are never changed; late rows and restatements add new versions.".into()),
+            _ => None,
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        use EtError::*;
+        match self {
+            UnknownPipeline { .. } => Some("The view eventtime.pipelines lists the existing pipelines.".into()),
+            DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
+            InvalidParameter { hint, .. } => hint.clone(),
+            UndefinedColumn { hint, .. } => hint.clone(),
+            WrongColumnType { hint, .. } => hint.clone(),
+            AggregateSyntax { hint, .. } => hint.clone(),
+            DuplicateColumn { .. } => Some("Rename the aggregate with AS, or choose other key columns.".into()),
+            UndefinedAggregate { function, .. } => Some(match function.as_str() {
+                "sum" | "avg" => format!("{function}() takes a numeric or interval column."),
+                _ => format!("{function}() takes a column whose type has an ordering."),
+            }),
+            WrongObjectType { .. } => Some("The source of a pipeline must be a table that ingestion inserts into.".into()),
+            NullEventTime { .. } => Some("Give the row an event time, or leave it out of the statement.".into()),
+            EventTimeOutOfRange { infinite: true, .. } => Some("Event times must be finite.".into()),
+            WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),
+            SourceGone { .. } => Some("Drop the pipeline with eventtime.drop_pipeline().".into()),
+            HistoryAppendOnly { .. } => {
+                Some("Read the latest version through the view <pipeline>_latest; drop the pipeline to remove its history.".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// Raises the error in PostgreSQL. The statement fails and nothing of it is applied.
+    #[track_caller]
+    pub fn raise(self) -> ! {
+        if matches!(self, EtError::NullEventTime { .. } | EtError::EventTimeOutOfRange { .. }) {
+            hide_ingest_statement_context();
+        }
+        let mut report = ErrorReport::new(self.sqlstate(), self.message(), "pg_eventtime");
+        if let Some(d) = self.detail() {
+            report = report.set_detail(d);
+        }
+        if let Some(h) = self.hint() {
+            report = report.set_hint(h);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("ERROR reports do not return")
+    }
+}
+
+pub fn invalid(message: impl Into<String>, hint: Option<&str>) -> EtError {
+    EtError::InvalidParameter { message: message.into(), detail: None, hint: hint.map(String::from) }
+}
+
+/// The marker the generated ingest statement starts with (see `core::sqlgen`).
+pub const INGEST_MARKER: &str = "WITH /* pg_eventtime ingest */";
+
+/// Row errors are raised inside the generated ingest statement, and SPI would add that whole
+/// statement (a hundred lines of SQL the user never wrote) as CONTEXT. This unlinks that one
+/// context frame; the frame of the trigger function below it still says where the error came from.
+///
+/// SPI's context callback is private to PostgreSQL, so its address is learned by running one SPI
+/// statement that looks at the top of the context stack (`spi_context_callback`). A frame is
+/// only read as SPI's (`{ const char *query; ... }`) once its callback is known to be SPI's.
+fn hide_ingest_statement_context() {
+    let spi_callback = Spi::get_one::<i64>("SELECT _eventtime.spi_context_callback()").ok().flatten().unwrap_or(0);
+    if spi_callback == 0 {
+        return;
+    }
+    let marker = INGEST_MARKER.as_bytes();
+    // SAFETY: the context stack is a list of live frames on this backend's C stack. A frame's arg
+    // is dereferenced only when its callback is SPI's, whose arg starts with the query text
+    // pointer; the text is compared byte by byte, stopping at the first difference or at NUL.
+    // Frames above the removed one are discarded by the error's longjmp, so relinking them leaves
+    // nothing dangling.
+    unsafe {
+        let mut link: *mut *mut pg_sys::ErrorContextCallback = std::ptr::addr_of_mut!(pg_sys::error_context_stack);
+        for _ in 0..8 {
+            let frame = *link;
+            if frame.is_null() {
+                return;
+            }
+            let cb = (*frame).callback.map(|f| f as usize as i64).unwrap_or(0);
+            if cb == spi_callback && !(*frame).arg.is_null() {
+                let query = *((*frame).arg as *const *const u8);
+                if !query.is_null() && marker.iter().enumerate().all(|(i, &m)| *query.add(i) == m) {
+                    *link = (*frame).previous;
+                    return;
+                }
+            }
+            link = std::ptr::addr_of_mut!((*frame).previous);
+        }
+    }
+}
+
+#[pg_schema]
+mod _eventtime {
+    use pgrx::prelude::*;
+
+    /// The address of the context callback on top of the stack: called through SPI, that is
+    /// SPI's own callback. Used only by the error path above.
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn spi_context_callback() -> i64 {
+        // SAFETY: reads the top frame of this backend's context stack, which is live while this
+        // function runs.
+        unsafe {
+            let top = pgrx::pg_sys::error_context_stack;
+            if top.is_null() {
+                0
+            } else {
+                (*top).callback.map(|f| f as usize as i64).unwrap_or(0)
+            }
+        }
+    }
+}

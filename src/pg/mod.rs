@@ -1,0 +1,5 @@
+//! PostgreSQL glue: errors, the catalog, and small SPI helpers.
+
+pub mod catalog;
+pub mod error;
+pub mod jsonb;

@@ -1,0 +1,111 @@
+//! In-database tests of internals. Each runs in one transaction that pgrx rolls back, so they
+//! prove what one session sees; commits and concurrency are tested out of process.
+
+use pgrx::prelude::*;
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    fn count(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).expect("query").expect("a count")
+    }
+
+    /// The internal table `what` of pipeline `p`. Sequences are not rolled back with the test
+    /// transactions, so the pipeline id differs from test to test.
+    fn internal(what: &str) -> String {
+        let id = Spi::get_one::<i32>("SELECT id FROM _eventtime.pipeline WHERE name = 'p'").unwrap().unwrap();
+        format!("_eventtime.p{id}_{what}")
+    }
+
+    fn setup(lateness: &str, event_id: bool) {
+        Spi::run("SET LOCAL TimeZone = 'UTC'").unwrap();
+        Spi::run("CREATE TABLE t (id int, k text, v numeric, at timestamptz)").unwrap();
+        Spi::run(&format!(
+            "SELECT eventtime.create_pipeline(name => 'p', source => 't', event_time => 'at', key => ARRAY['k'], \
+             event_id => {}, window_size => '1 hour', allowed_lateness => '{lateness}', \
+             aggregates => 'count(*) AS n, sum(v) AS total')",
+            if event_id { "'id'" } else { "NULL" }
+        ))
+        .unwrap();
+    }
+
+    #[pg_test]
+    fn state_is_one_row_per_key_and_window_and_is_purged_at_the_deadline() {
+        setup("30 minutes", true);
+        Spi::run(
+            "INSERT INTO t SELECT g, 'k' || (g % 3), 1, '2026-01-01 00:00+00'::timestamptz + g * interval '1 minute' \
+             FROM generate_series(0, 179) g",
+        )
+        .unwrap();
+        // 3 keys × 3 hours.
+        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 9);
+        assert_eq!(count(&format!("SELECT sum(_et_n)::bigint FROM {}", internal("state"))), 180);
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:00+00')").unwrap();
+        // The first hour fired but is within its grace: its state stays, marked with its version.
+        assert_eq!(count(&format!("SELECT count(*) FROM {} WHERE version = 1", internal("state"))), 3);
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:30+00')").unwrap();
+        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 6);
+        Spi::run("SELECT eventtime.advance_watermark('p', 'infinity')").unwrap();
+        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 0);
+        assert_eq!(count(&format!("SELECT count(*) FROM {} WHERE version = 1", internal("history"))), 9);
+    }
+
+    #[pg_test]
+    fn each_late_statement_writes_exactly_one_version() {
+        setup("1 day", false);
+        Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 02:00+00')").unwrap();
+        for _ in 0..3 {
+            Spi::run("INSERT INTO t VALUES (2, 'a', 1, '2026-01-01 00:20+00'), (3, 'a', 1, '2026-01-01 00:30+00')").unwrap();
+        }
+        let versions = Spi::get_one::<Vec<i32>>(
+            &format!("SELECT array_agg(version ORDER BY version) FROM {} WHERE k = 'a'", internal("history")),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(versions, vec![1, 2, 3, 4]);
+        assert_eq!(count("SELECT n FROM p_latest WHERE k = 'a'"), 7);
+        assert_eq!(count("SELECT n FROM p_sealed WHERE k = 'a'"), 1);
+    }
+
+    #[pg_test]
+    fn event_ids_are_remembered_after_the_window_is_purged() {
+        setup("0", true);
+        Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-02 00:00+00')").unwrap();
+        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 0);
+        // The same event again, long after: a duplicate, not a refusal.
+        let dups = count("SELECT duplicates FROM eventtime.ingest('p', '{\"id\": 1, \"k\": \"a\", \"v\": 1, \"at\": \"2026-01-01 00:10+00\"}')");
+        assert_eq!(dups, 1);
+        assert_eq!(count("SELECT count(*) FROM p_refused"), 0);
+        // A new event of the purged window is refused once, then a duplicate.
+        let body = "'{\"id\": 2, \"k\": \"a\", \"v\": 1, \"at\": \"2026-01-01 00:20+00\"}'";
+        assert_eq!(count(&format!("SELECT refused FROM eventtime.ingest('p', {body})")), 1);
+        assert_eq!(count(&format!("SELECT duplicates FROM eventtime.ingest('p', {body})")), 1);
+        assert_eq!(count("SELECT count(*) FROM p_refused"), 1);
+    }
+
+    #[pg_test]
+    fn null_keys_form_one_group() {
+        setup("0", true);
+        Spi::run("INSERT INTO t VALUES (1, NULL, 1, '2026-01-01 00:10+00'), (2, NULL, 2, '2026-01-01 00:20+00'), (2, NULL, 2, '2026-01-01 00:20+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:00+00')").unwrap();
+        assert_eq!(count("SELECT count(*) FROM p_history"), 1);
+        assert_eq!(count("SELECT n FROM p_history WHERE k IS NULL"), 2);
+        assert_eq!(count("SELECT duplicates FROM eventtime.pipelines WHERE name = 'p'"), 1);
+    }
+
+    #[pg_test]
+    fn drop_pipeline_leaves_the_source_and_its_rows() {
+        setup("0", true);
+        Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        let _ = internal("state");
+        Spi::run("SELECT eventtime.drop_pipeline('p')").unwrap();
+        assert_eq!(count("SELECT count(*) FROM t"), 1);
+        assert_eq!(count("SELECT count(*) FROM pg_class WHERE relnamespace = '_eventtime'::regnamespace AND relname ~ '^p[0-9]+_'"), 0);
+        assert_eq!(count("SELECT count(*) FROM pg_trigger WHERE tgrelid = 't'::regclass"), 0);
+        Spi::run("INSERT INTO t VALUES (2, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+    }
+}
