@@ -16,9 +16,9 @@ fn landing(
 ) -> &'static str {
     let lateness = match fixed_micros(allowed_lateness.months(), allowed_lateness.days(), allowed_lateness.micros()) {
         Some(l) if l >= 0 => l,
-        Some(_) => invalid(format!("allowed_lateness {allowed_lateness} must not be negative"), None).raise(),
+        Some(_) => invalid(format!("allowed_lateness \"{allowed_lateness}\" must not be negative"), None).raise(),
         None => invalid(
-            format!("allowed_lateness {allowed_lateness} is not a fixed duration"),
+            format!("allowed_lateness \"{allowed_lateness}\" is not a fixed duration"),
             Some("Months and years have no fixed length; give the duration in days, hours or smaller units."),
         )
         .raise(),

@@ -64,14 +64,14 @@ fn find<'a>(cols: &'a [SourceColumn], table: &str, name: &str, role: &str) -> &'
 fn duration(arg: &str, v: Interval, allow_zero: bool) -> i64 {
     let Some(us) = fixed_micros(v.months(), v.days(), v.micros()) else {
         invalid(
-            format!("{arg} {v} is not a fixed duration"),
+            format!("{arg} \"{v}\" is not a fixed duration"),
             Some("Months and years have no fixed length; give the duration in days, hours or smaller units, such as '30 days'."),
         )
         .raise()
     };
     if us < 0 || (us == 0 && !allow_zero) {
         let what = if allow_zero { "must not be negative" } else { "must be positive" };
-        invalid(format!("{arg} {v} {what}"), None).raise()
+        invalid(format!("{arg} \"{v}\" {what}"), None).raise()
     }
     us
 }
