@@ -52,6 +52,8 @@ build_install() {
 # start_cluster DIR PORT: a cluster owned by postgres in DIR, listening on PORT on loopback and
 # on a socket in DIR. Initialised once, started if not running.
 start_cluster() {
+    # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: not for users.
+    unset RUST_BACKTRACE
     local dir="$1" port="$2"
     mkdir -p "$dir"
     chown postgres "$dir"

@@ -31,18 +31,22 @@ mod _eventtime {
         TableIterator::once((row[0], row[1], row[2], row[3]))
     }
 
-    /// BEFORE UPDATE, DELETE and TRUNCATE trigger on every history table.
+    /// Refuses writes to a pipeline's history and refused rows (their tables and views). Its
+    /// arguments are the pipeline's name and what the object holds.
     #[pg_trigger]
-    fn refuse_history_change<'a>(
+    fn refuse_change<'a>(
         trigger: &'a pgrx::PgTrigger<'a>,
     ) -> Result<Option<pgrx::prelude::PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::prelude::PgHeapTupleError> {
-        let pipeline = trigger.extra_args().ok().and_then(|a| a.into_iter().next()).unwrap_or_default();
+        let args = trigger.extra_args().unwrap_or_default();
+        let pipeline = args.first().cloned().unwrap_or_default();
+        let what = args.get(1).cloned().unwrap_or_else(|| "history".to_string());
         let operation = match trigger.op() {
+            Ok(pgrx::PgTriggerOperation::Insert) => "INSERT",
             Ok(pgrx::PgTriggerOperation::Update) => "UPDATE",
             Ok(pgrx::PgTriggerOperation::Delete) => "DELETE",
             Ok(pgrx::PgTriggerOperation::Truncate) => "TRUNCATE",
             _ => "this change",
         };
-        EtError::HistoryAppendOnly { pipeline, operation: operation.to_string() }.raise()
+        EtError::ReadOnly { pipeline, what, operation: operation.to_string() }.raise()
     }
 }

@@ -10,7 +10,7 @@ use pgrx::PgRelation;
 
 use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
-use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES};
+use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_START_COLUMN};
 use crate::core::time::fixed_micros;
 use crate::pg::catalog::{self, StoredColumn, StoredDefinition, StoredWindow};
 use crate::pg::error::{invalid, EtError};
@@ -58,6 +58,22 @@ fn find<'a>(cols: &'a [SourceColumn], table: &str, name: &str, role: &str) -> &'
         }
         .raise()
     })
+}
+
+/// Keys and event ids go into unique btree indexes (grouping, dedup): their type needs a btree
+/// ordering, as for GROUP BY.
+fn require_ordering(table: &str, c: &SourceColumn, role: &str) {
+    // SAFETY: a catalog lookup by type oid; it raises no error for a type without an opclass.
+    let opclass = unsafe { pg_sys::GetDefaultOpClass(c.type_oid, pg_sys::BTREE_AM_OID) };
+    if opclass == pg_sys::InvalidOid {
+        EtError::NotGroupable {
+            table: table.to_string(),
+            column: c.name.clone(),
+            type_name: c.declared.clone(),
+            role: role.to_string(),
+        }
+        .raise()
+    }
 }
 
 /// A duration argument as a fixed number of microseconds (days count as 24 hours).
@@ -111,7 +127,7 @@ fn create_pipeline(
     let source = source.unwrap_or_else(|| null("source").raise());
     let event_time = event_time.unwrap_or_else(|| null("event_time").raise());
     let window_size = window_size.unwrap_or_else(|| null("window_size").raise());
-    let key = key.unwrap_or_default();
+    let key = key.unwrap_or_else(|| null("key").raise());
     let allowed_lateness = allowed_lateness.unwrap_or_else(|| null("allowed_lateness").raise());
     let aggregates_text = aggregates.unwrap_or_else(|| null("aggregates").raise());
     let window_origin = window_origin.unwrap_or_else(|| null("window_origin").raise());
@@ -157,6 +173,13 @@ fn create_pipeline(
         EtError::WrongObjectType { name: source_sql.clone() }.raise()
     }
     let cols = source_columns(source_oid);
+    if cols.iter().any(|c| c.name == WINDOW_START_COLUMN) {
+        EtError::DuplicateColumn {
+            name: WINDOW_START_COLUMN.to_string(),
+            detail: format!("The ingest statement adds a column \"{WINDOW_START_COLUMN}\" beside the columns of {source_sql}."),
+        }
+        .raise()
+    }
 
     // Columns.
     let et = find(&cols, &source_sql, event_time, "event_time");
@@ -176,6 +199,7 @@ fn create_pipeline(
             invalid("key must not contain NULL", Some("Pass the grouping columns as an array of column names, such as ARRAY['store'].")).raise()
         };
         let c = find(&cols, &source_sql, k, "key");
+        require_ordering(&source_sql, c, "key");
         if keys.iter().any(|s: &StoredColumn| &s.name == k) {
             EtError::DuplicateColumn { name: k.clone(), detail: "The column appears twice in key.".into() }.raise()
         }
@@ -183,6 +207,7 @@ fn create_pipeline(
     }
     let event_id_col = event_id.map(|e| {
         let c = find(&cols, &source_sql, e, "event_id");
+        require_ordering(&source_sql, c, "event_id");
         StoredColumn { name: c.name.clone(), type_name: c.declared.clone() }
     });
 
@@ -199,27 +224,28 @@ fn create_pipeline(
         EtError::AggregateSyntax { message: e.message, position: e.position, hint: e.hint }.raise()
     });
     let mut taken: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+    let reserved = |name: &str| RESERVED_COLUMNS.contains(&name) || name.starts_with(INTERNAL_PREFIX);
+    let reserved_detail = format!(
+        "The views of a pipeline add the columns {}; names starting with \"{INTERNAL_PREFIX}\" are reserved too.",
+        RESERVED_COLUMNS.join(", ")
+    );
+    for k in &keys {
+        if reserved(&k.name) {
+            EtError::ReservedColumn { name: k.name.clone(), detail: reserved_detail.clone() }.raise()
+        }
+    }
     for s in &specs {
-        if RESERVED_COLUMNS.contains(&s.alias.as_str()) || s.alias.starts_with(INTERNAL_PREFIX) || taken.contains(&s.alias) {
+        if reserved(&s.alias) {
+            EtError::ReservedColumn { name: s.alias.clone(), detail: reserved_detail.clone() }.raise()
+        }
+        if taken.contains(&s.alias) {
             EtError::DuplicateColumn {
                 name: s.alias.clone(),
-                detail: format!(
-                    "Aggregate names must differ from each other, from the key columns and from the columns the views add ({}); names starting with \"{INTERNAL_PREFIX}\" are reserved.",
-                    RESERVED_COLUMNS.join(", ")
-                ),
+                detail: "Aggregate names must differ from each other and from the key columns.".into(),
             }
             .raise()
         }
         taken.push(s.alias.clone());
-    }
-    for k in &keys {
-        if RESERVED_COLUMNS.contains(&k.name.as_str()) || k.name.starts_with(INTERNAL_PREFIX) {
-            EtError::DuplicateColumn {
-                name: k.name.clone(),
-                detail: format!("A key column cannot be named like a column the views add ({}).", RESERVED_COLUMNS.join(", ")),
-            }
-            .raise()
-        }
     }
     let mut probes = Vec::new();
     let mut avg_kinds = Vec::new();

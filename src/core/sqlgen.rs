@@ -22,6 +22,10 @@ pub const RESERVED_COLUMNS: &[&str] = &[
 /// Prefix of the internal columns of the window state; user names may not start with it.
 pub const INTERNAL_PREFIX: &str = "_et_";
 
+/// The window start each row gets in the ingest statement, beside the source columns; source
+/// tables may not have a column of that name.
+pub const WINDOW_START_COLUMN: &str = "_et_window_start";
+
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
 
@@ -241,26 +245,36 @@ impl PipelineDef {
         ];
         if let Some(eid) = &self.event_id {
             out.push(format!(
-                "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, event_id {} NOT NULL)",
+                "CREATE TABLE {} (window_start timestamptz NOT NULL, {kd}event_id {} NOT NULL)",
                 self.table("ids"),
                 eid.type_name
             ));
             out.push(format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start, event_id) NULLS NOT DISTINCT",
+                "CREATE UNIQUE INDEX ON {} (window_start, {}event_id) NULLS NOT DISTINCT",
                 self.table("ids"),
                 prefix(&keys)
             ));
+            out.push(format!(
+                "CREATE UNIQUE INDEX ON {} (window_start, {}event_id) NULLS NOT DISTINCT WHERE event_id IS NOT NULL",
+                self.table("refused"),
+                prefix(&keys)
+            ));
         }
-        out.push(format!(
-            "CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_history_change({})",
-            self.table("history"),
-            quote_literal(&self.name)
-        ));
-        out.push(format!(
-            "CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_history_change({})",
-            self.table("history"),
-            quote_literal(&self.name)
-        ));
+        // History and refused rows are written by the pipeline only.
+        for (t, what) in [("history", "history"), ("refused", "refused rows")] {
+            out.push(format!(
+                "CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.table(t),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+            out.push(format!(
+                "CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.table(t),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+        }
         out
     }
 
@@ -294,14 +308,15 @@ impl PipelineDef {
                FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
              ),\n\
              cls AS MATERIALIZED (\n\
-               SELECT {kr}x.ws, {eid} AS eid, r.{et} AS et, {args}\n\
-                      CASE WHEN x.ws > wm.t_open THEN 1 WHEN x.ws > wm.t_late THEN 2 ELSE 3 END AS landing,\n\
-                      CASE WHEN x.ws <= wm.t_late THEN to_jsonb(r) END AS doc\n\
-               FROM new_rows r\n\
-               CROSS JOIN LATERAL (SELECT {INTERNAL_SCHEMA}.tumble_start(r.{et}, {size_us}, {origin_us}, {id}) AS ws OFFSET 0) x\n\
+               SELECT {kr}r.{ws}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
+                      CASE WHEN r.{ws} > wm.t_open THEN 1 WHEN r.{ws} > wm.t_late THEN 2 ELSE 3 END AS _et_landing,\n\
+                      CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
+               FROM (SELECT n.*, {INTERNAL_SCHEMA}.tumble_start(n.{et}, {size_us}, {origin_us}, {id}) AS {ws} FROM new_rows n OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n",
-            id = self.id
+            id = self.id,
+            ws = quote_ident(WINDOW_START_COLUMN),
+            ws_name = WINDOW_START_COLUMN,
         );
         if self.event_id.is_some() {
             let key_match: String = self
@@ -309,44 +324,57 @@ impl PipelineDef {
                 .iter()
                 .map(|c| format!(" AND f.{0} IS NOT DISTINCT FROM c.{0}", quote_ident(&c.name)))
                 .collect();
+            // The ledger holds the ids of the rows that joined a window, until its state is purged.
+            // When every row with an id was new (the common case), every row is kept; otherwise
+            // the first row of each new id is.
             sql += &format!(
-                "cand AS MATERIALIZED (\n\
-                   SELECT DISTINCT ON (c.ws, {kc}c.eid) c.* FROM cls c WHERE c.eid IS NOT NULL\n\
-                   ORDER BY c.ws, {kc}c.eid\n\
-                 ),\n\
-                 fresh AS (\n\
-                   INSERT INTO {ids} AS i ({k}window_start, event_id)\n\
-                   SELECT {k}ws, eid FROM cand ORDER BY ws, {k}eid\n\
+                "fresh AS (\n\
+                   INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < 3 ORDER BY {ws}, {k}_et_eid\n\
                    ON CONFLICT DO NOTHING\n\
-                   RETURNING {ki}i.window_start, i.event_id\n\
+                   RETURNING i.window_start, {ki}i.event_id\n\
+                 ),\n\
+                 all_fresh AS MATERIALIZED (\n\
+                   SELECT (SELECT count(*) FROM fresh) = (SELECT count(*) FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < 3) AS yes\n\
                  ),\n\
                  kept AS MATERIALIZED (\n\
-                   SELECT c.* FROM cand c JOIN fresh f ON f.window_start = c.ws AND f.event_id = c.eid{key_match}\n\
+                   SELECT c.* FROM cls c WHERE c._et_landing < 3 AND (SELECT yes FROM all_fresh)\n\
                    UNION ALL\n\
-                   SELECT c.* FROM cls c WHERE c.eid IS NULL\n\
+                   SELECT d.* FROM (\n\
+                     SELECT DISTINCT ON (c.{ws}, {kc}c._et_eid) c.*\n\
+                     FROM cls c JOIN fresh f ON f.window_start = c.{ws} AND f.event_id = c._et_eid{key_match}\n\
+                     WHERE NOT (SELECT yes FROM all_fresh)\n\
+                     ORDER BY c.{ws}, {kc}c._et_eid\n\
+                   ) d\n\
+                   UNION ALL\n\
+                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND c._et_landing < 3 AND NOT (SELECT yes FROM all_fresh)\n\
                  ),\n",
                 ids = self.table("ids"),
                 ki = prefix(&self.key_names(Some("i"))),
+                ws = quote_ident(WINDOW_START_COLUMN),
             );
         } else {
-            sql += "kept AS (SELECT * FROM cls),\n";
+            sql += "kept AS (SELECT * FROM cls WHERE _et_landing < 3),\n";
         }
         let accs = self.acc_cols();
+        // Refused rows are deduplicated by the refused table itself (a partial unique index on
+        // key, window and event id), which keeps them for the pipeline's lifetime.
         sql += &format!(
             "refused AS (\n\
                INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
-               SELECT {kc}c.eid, c.et, c.doc, c.ws, c.ws + {size}, c.ws + {size} + {late}, wm.w\n\
-               FROM kept c CROSS JOIN wm WHERE c.landing = 3\n\
+               SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
+               FROM cls c CROSS JOIN wm WHERE c._et_landing = 3 ORDER BY c.{ws}{kc_after}, c._et_eid\n\
+               ON CONFLICT DO NOTHING\n\
                RETURNING 1\n\
              ),\n\
              batch AS (\n\
-               SELECT {k}ws, max(landing) AS landing, count(*) AS n{partials}\n\
-               FROM kept WHERE landing < 3 GROUP BY {k}ws\n\
+               SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
+               FROM kept GROUP BY {k}{ws}\n\
              ),\n\
              up AS (\n\
                INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
-               SELECT {k}ws, ws + {size}, CASE WHEN landing = 2 THEN 1 ELSE 0 END, n{partial_cols}\n\
-               FROM batch ORDER BY ws{k_after}\n\
+               SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
+               FROM batch ORDER BY {ws}{k_after}\n\
                ON CONFLICT ({k}window_start) DO UPDATE SET\n\
                  version = s.version + excluded.version, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
                RETURNING s.*\n\
@@ -358,10 +386,10 @@ impl PipelineDef {
                RETURNING 1\n\
              ),\n\
              counts AS MATERIALIZED (\n\
-               SELECT count(*) FILTER (WHERE landing = 1) AS accepted,\n\
-                      count(*) FILTER (WHERE landing = 2) AS late,\n\
-                      count(*) FILTER (WHERE landing = 3) AS refused,\n\
-                      (SELECT count(*) FROM cls) - count(*) AS duplicates\n\
+               SELECT count(*) FILTER (WHERE _et_landing = 1) AS accepted,\n\
+                      count(*) FILTER (WHERE _et_landing = 2) AS late,\n\
+                      (SELECT count(*) FROM refused) AS refused,\n\
+                      (SELECT count(*) FROM cls) - count(*) - (SELECT count(*) FROM refused) AS duplicates\n\
                FROM kept\n\
              ),\n\
              dups AS (\n\
@@ -369,15 +397,17 @@ impl PipelineDef {
                SELECT {id}, duplicates FROM counts WHERE duplicates > 0\n\
                RETURNING 1\n\
              )\n\
-             SELECT accepted, late, (SELECT count(*) FROM refused) AS refused, duplicates FROM counts",
+             SELECT accepted, late, refused, duplicates FROM counts",
             refused = self.table("refused"),
+            ws = quote_ident(WINDOW_START_COLUMN),
             state = self.table("state"),
             history = self.table("history"),
             id = self.id,
-            partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS p{i}")).collect::<String>(),
+            partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS _et_p{i}")).collect::<String>(),
             acc_list = accs.iter().map(|c| format!(", {c}")).collect::<String>(),
-            partial_cols = (0..accs.len()).map(|i| format!(", p{i}")).collect::<String>(),
+            partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
             k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
+            kc_after = self.key_names(Some("c")).iter().map(|c| format!(", {c}")).collect::<String>(),
             merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("u")),
@@ -418,7 +448,7 @@ impl PipelineDef {
         let k = prefix(&self.key_names(None));
         let aliases = prefix(&self.alias_cols());
         let history_cols = format!("{k}window_start, window_end, version, kind, {aliases}sealed, watermark, fired_at");
-        vec![
+        let mut out = vec![
             format!("CREATE VIEW {} AS SELECT {history_cols} FROM {}", self.view("_history"), self.table("history")),
             format!(
                 "CREATE VIEW {} AS SELECT DISTINCT ON ({k}window_start) {history_cols} FROM {} ORDER BY {k}window_start, version DESC",
@@ -435,7 +465,19 @@ impl PipelineDef {
                 self.view("_refused"),
                 self.table("refused")
             ),
-        ]
+        ];
+        // Simple views would pass writes through to the tables: nobody writes history or
+        // refused rows but the pipeline.
+        for suffix in VIEW_SUFFIXES {
+            let what = if *suffix == "_refused" { "refused rows" } else { "history" };
+            out.push(format!(
+                "CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.view(suffix),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+        }
+        out
     }
 
     /// Purges every window whose deadline is at or before `$1`, writing the main firing of those
@@ -443,9 +485,20 @@ impl PipelineDef {
     pub fn purge_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let kg = prefix(&self.key_names(Some("g")));
+        // The event ids of a purged window go with its state: a redelivery after the deadline is
+        // refused like any row of the window (once: refused rows are deduplicated on their own).
+        let ids = match self.event_id {
+            Some(_) => format!(
+                "ids_gone AS (DELETE FROM {} WHERE window_start <= $1 - {} - {} RETURNING 1),\n",
+                self.table("ids"),
+                self.late(),
+                self.size()
+            ),
+            None => String::new(),
+        };
         format!(
             "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING s.*),\n\
-             fired AS (\n\
+             {ids}fired AS (\n\
                INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
                SELECT {kg}g.window_start, g.window_end, 1, 'main', {finals}$1 FROM gone g WHERE g.version = 0\n\
                RETURNING 1\n\
@@ -487,7 +540,8 @@ impl PipelineDef {
             out.push(format!("DROP TRIGGER IF EXISTS {} ON {}", self.trigger_name(), self.source));
         }
         out.push(format!("DROP FUNCTION IF EXISTS {}()", self.trigger_function()));
-        for t in ["state", "ids", "history", "refused"] {
+        let tables: &[&str] = if self.event_id.is_some() { &["state", "ids", "history", "refused"] } else { &["state", "history", "refused"] };
+        for t in tables {
             out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));
         }
         out
@@ -539,7 +593,7 @@ mod tests {
     fn names_are_quoted_everywhere() {
         let d = def();
         assert_eq!(d.view("_latest"), "\"public\".\"Orders \"\"daily\"\"_latest\"");
-        assert!(d.create_views().iter().all(|v| v.contains("\"store\"")));
+        assert!(d.create_views().iter().filter(|v| v.starts_with("CREATE VIEW")).all(|v| v.contains("\"store\"")));
     }
 
     #[test]
@@ -556,7 +610,7 @@ mod tests {
         d.event_id = None;
         let sql = d.ingest_statement();
         assert!(!sql.contains("\"p7_ids\""));
-        assert!(sql.contains("kept AS (SELECT * FROM cls)"));
+        assert!(sql.contains("kept AS (SELECT * FROM cls WHERE _et_landing < 3)"));
     }
 
     #[test]
@@ -564,7 +618,7 @@ mod tests {
         let mut d = def();
         d.keys.clear();
         let sql = d.ingest_statement();
-        assert!(sql.contains("GROUP BY ws"));
+        assert!(sql.contains("GROUP BY \"_et_window_start\""));
         assert!(sql.contains("ON CONFLICT (window_start)"));
     }
 }

@@ -37,8 +37,12 @@ pub enum EtError {
     WrongIsolation { function: &'static str, pipeline: String },
     /// 55000: the source table of the pipeline no longer exists.
     SourceGone { pipeline: String },
-    /// 55000: history rows cannot be changed.
-    HistoryAppendOnly { pipeline: String, operation: String },
+    /// 55000: history and refused rows are written by the pipeline only.
+    ReadOnly { pipeline: String, what: String, operation: String },
+    /// 42939: a key or aggregate takes a name the views use.
+    ReservedColumn { name: String, detail: String },
+    /// 42883: a key or event-id column has no ordering to group or deduplicate by.
+    NotGroupable { table: String, column: String, type_name: String, role: String },
 }
 
 impl EtError {
@@ -61,7 +65,9 @@ impl EtError {
             EventTimeOutOfRange { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
             WrongIsolation { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            HistoryAppendOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
+            NotGroupable { .. } => ERRCODE_UNDEFINED_FUNCTION,
         }
     }
 
@@ -96,8 +102,12 @@ impl EtError {
                 format!("{function} of pipeline \"{pipeline}\" must run at isolation level READ COMMITTED")
             }
             SourceGone { pipeline } => format!("source table of pipeline \"{pipeline}\" no longer exists"),
-            HistoryAppendOnly { pipeline, operation } => {
-                format!("history of pipeline \"{pipeline}\" is append-only: {operation} is not allowed")
+            ReadOnly { pipeline, what, operation } => {
+                format!("{what} of pipeline \"{pipeline}\" cannot be changed: {operation} is not allowed")
+            }
+            ReservedColumn { name, .. } => format!("column name \"{name}\" is reserved"),
+            NotGroupable { table, column, type_name, role } => {
+                format!("{role} column \"{column}\" of relation {table} has type {type_name}, which has no ordering")
             }
         }
     }
@@ -117,7 +127,12 @@ impl EtError {
                 "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the pipeline lock, so rows committed meanwhile would not be fired."
                     .into(),
             ),
-            HistoryAppendOnly { .. } => Some("Published versions are never changed; late rows and restatements add new versions.".into()),
+            ReadOnly { what, .. } if what == "history" => {
+                Some("Published versions are never changed; late rows and restatements add new versions.".into())
+            }
+            ReadOnly { .. } => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
+            ReservedColumn { detail, .. } => Some(detail.clone()),
+            NotGroupable { .. } => Some("Keys and event ids are grouped and deduplicated with a btree ordering; json and similar types have none.".into()),
             _ => None,
         }
     }
@@ -141,9 +156,9 @@ impl EtError {
             EventTimeOutOfRange { infinite: true, .. } => Some("Event times must be finite.".into()),
             WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),
             SourceGone { .. } => Some("Drop the pipeline with eventtime.drop_pipeline().".into()),
-            HistoryAppendOnly { .. } => {
-                Some("Read the latest version through the view <pipeline>_latest; drop the pipeline to remove its history.".into())
-            }
+            ReadOnly { .. } => Some("Only the pipeline writes here; drop the pipeline to remove it.".into()),
+            ReservedColumn { .. } => Some("Rename the aggregate with AS; for a key, choose another column.".into()),
+            NotGroupable { .. } => Some("Use a column of another type, or cast it in a generated column (jsonb, text).".into()),
             _ => None,
         }
     }
