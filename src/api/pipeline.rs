@@ -110,6 +110,7 @@ fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
 
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn create_pipeline(
     name: Option<&str>,
     source: Option<PgRelation>,
@@ -254,11 +255,17 @@ fn create_pipeline(
             None => ("count(*)".to_string(), None),
             Some(a) => {
                 let c = find(&cols, &source_sql, a, "aggregate argument");
-                let kind = if s.func == AggFunc::Avg { AvgKind::for_input(&c.base) } else { None };
+                // Aggregates of a domain are those of its base type.
+                // SAFETY: a catalog lookup by type oid; the oid comes from pg_attribute.
+                let base_oid = unsafe { pg_sys::getBaseType(c.type_oid) };
+                let base_name = Spi::get_one_with_args::<String>("SELECT $1::regtype::text", &[base_oid.into()])
+                    .expect("type name")
+                    .unwrap_or_default();
+                let kind = if s.func == AggFunc::Avg { AvgKind::for_input(&base_name) } else { None };
                 let ok = match s.func {
                     AggFunc::Count => true,
                     AggFunc::Avg => kind.is_some(),
-                    _ => aggregate_exists(s.func, c.type_oid),
+                    _ => aggregate_exists(s.func, base_oid),
                 };
                 if !ok {
                     EtError::UndefinedAggregate { function: s.func.name().into(), column: a.clone(), type_name: c.declared.clone() }
@@ -354,6 +361,7 @@ fn create_pipeline(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn drop_pipeline(name: Option<&str>) {
     let name = name.unwrap_or_else(|| EtError::NullArgument { function: "eventtime.drop_pipeline", argument: "name" }.raise());
     let p = catalog::load(name);

@@ -20,6 +20,7 @@ use crate::pg::catalog;
 use crate::pg::error::EtError;
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn advance_watermark(
     pipeline: Option<&str>,
     watermark: Option<TimestampWithTimeZone>,
