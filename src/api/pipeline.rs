@@ -358,6 +358,33 @@ fn create_pipeline(
             client.update(stmt.as_str(), None, &[]).expect("pipeline DDL");
         }
     });
+
+    // The trigger's SQL names these columns: make PostgreSQL refuse to drop them or change their
+    // type while the pipeline exists, as it does for columns a view uses.
+    let mut used: Vec<&str> = vec![event_time];
+    used.extend(stored.keys.iter().map(|k| k.name.as_str()));
+    used.extend(stored.event_id.iter().map(|c| c.name.as_str()));
+    used.extend(stored.aggregates.iter().filter_map(|a| a.spec.arg.as_deref()));
+    let trigger_oid = Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT oid FROM pg_trigger WHERE tgrelid = $1 AND tgname = $2",
+        &[source_oid.into(), format!("eventtime_ingest_p{id}").into()],
+    )
+    .expect("trigger read")
+    .expect("the trigger was just created");
+    let attnums: Vec<i16> = Spi::get_one_with_args::<Vec<i16>>(
+        "SELECT array_agg(DISTINCT attnum) FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2)",
+        &[source_oid.into(), used.iter().map(|u| u.to_string()).collect::<Vec<_>>().into()],
+    )
+    .expect("attribute read")
+    .unwrap_or_default();
+    let depender = pg_sys::ObjectAddress { classId: pg_sys::TriggerRelationId, objectId: trigger_oid, objectSubId: 0 };
+    for attnum in attnums {
+        let referenced =
+            pg_sys::ObjectAddress { classId: pg_sys::RelationRelationId, objectId: source_oid, objectSubId: attnum as i32 };
+        // SAFETY: both addresses name objects that exist in this transaction; recordDependencyOn
+        // only inserts a pg_depend row.
+        unsafe { pg_sys::recordDependencyOn(&depender, &referenced, pg_sys::DependencyType::DEPENDENCY_NORMAL) };
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

@@ -1,0 +1,31 @@
+-- DDL on a source table: the columns a pipeline uses cannot be dropped or change type while it
+-- exists; other columns can. Dropping the source leaves the pipeline for drop_pipeline.
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO';
+SET IntervalStyle = 'postgres';
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pg_eventtime;
+RESET client_min_messages;
+CREATE TABLE ddl_src (id int, k text, v int, other int, at timestamptz);
+SELECT eventtime.create_pipeline('ddl_p', 'ddl_src', 'at', '1 hour', key => ARRAY['k'], event_id => 'id',
+    aggregates => 'sum(v) AS s');
+-- (terse: the DETAIL names the trigger, whose name carries the pipeline's internal id)
+\set VERBOSITY terse
+ALTER TABLE ddl_src DROP COLUMN v;
+ALTER TABLE ddl_src DROP COLUMN at;
+ALTER TABLE ddl_src DROP COLUMN id;
+ALTER TABLE ddl_src ALTER COLUMN k TYPE varchar(10);
+\set VERBOSITY default
+ALTER TABLE ddl_src DROP COLUMN other;
+ALTER TABLE ddl_src ADD COLUMN note text;
+INSERT INTO ddl_src (id, k, v, at, note) VALUES (1, 'a', 5, '2026-01-01 00:10+00', 'added later');
+SELECT windows_fired FROM eventtime.advance_watermark('ddl_p', '2026-01-01 01:00+00');
+SELECT k, s FROM ddl_p_history ORDER BY k;
+-- The source goes away: the pipeline stays, with its history, until it is dropped.
+DROP TABLE ddl_src;
+SELECT name, firings FROM eventtime.pipelines WHERE name = 'ddl_p';
+SELECT * FROM eventtime.ingest('ddl_p', '{"id": 2}');
+SELECT eventtime.drop_pipeline('ddl_p');
+SELECT count(*) AS pipelines_left FROM eventtime.pipelines WHERE name = 'ddl_p';
