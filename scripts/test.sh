@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, tier by tier:
-#   1. pure core (#[test]) and in-database internals (#[pg_test]), through cargo pgrx test;
-#   2. the SQL contract, as pg_regress golden files (tests/pg_regress);
-#   3. the seeded randomized property test against an independent model (tests/property).
-# Installs what is missing first, like setup.sh. Uses its own throwaway cluster under target/.
-# Arguments pick tiers (core, regress, property); no argument runs them all.
+#   core      pure core (#[test]) and in-database internals (#[pg_test]), through cargo pgrx test;
+#   regress   the SQL contract, as pg_regress golden files (tests/pg_regress);
+#   property  the seeded randomized property test against an independent model (tests/property);
+#   faults    concurrency, crashes, the critical interleaving, dump and restore, against servers
+#             of its own with real client connections (tests/faults);
+#   bench     a seconds-long smoke run of the benchmark command, to prove it works.
+# Installs what is missing first, like setup.sh. Uses its own throwaway clusters under target/.
+# Arguments pick tiers; no argument runs them all.
 #   PROPERTY_SEED  seed of the property test (default: fixed)   TEST_PGPORT (default 54339)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -13,7 +16,7 @@ CLUSTER="$ROOT/target/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-core regress property}"
+TIERS="${*:-core regress property faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -63,6 +66,21 @@ if want property; then
     (cd "$ROOT/tests/property" && PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres cargo test --release 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed' || true
     tally_cargo "$log"
     grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 3 failed (see $log)"; exit 1; }
+fi
+
+stop_cluster "$CLUSTER"
+
+if want faults; then
+    say "tier 4: concurrency, crashes, interleaving, dump and restore (tests/faults)"
+    log="$ROOT/target/faults.log"
+    (cd "$ROOT/tests/faults" && FAULTS_PG_BIN="$PG_BIN" cargo test --release -- --test-threads=1 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed|retries' || true
+    tally_cargo "$log"
+    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 4 failed (see $log)"; exit 1; }
+fi
+
+if want bench; then
+    say "tier 5: benchmark smoke run (scripts/bench.sh --smoke)"
+    if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 5 failed"; exit 1; fi
 fi
 
 echo

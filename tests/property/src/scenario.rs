@@ -1,0 +1,667 @@
+//! One randomized run of one pipeline configuration: random ingest statements and watermark
+//! advances, each followed by a comparison of everything the pipeline publishes with the model.
+//!
+//! The model decides where every row lands; the rows it accepted and refused are written to two
+//! plain tables of the source table's shape (`m_accepted`, `m_refused`), so that PostgreSQL
+//! itself computes the expected aggregates, with its own result types and scales.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+
+use postgres::Client;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{Config, Role};
+use crate::db::{self, Row};
+use crate::model::{Counts, Event, Keys, Landing, Model};
+use crate::values::{decimal, quote_ident, quote_literal, ts_key, ts_text, Val, INFINITY, MINUTE, SECOND};
+
+/// Text payloads that each ingest path must carry unchanged: COPY's escapes and its NULL
+/// marker, JSON escapes, quotes, non-ASCII, and the empty string (which is not NULL).
+const NOTES: &[&str] = &[
+    "", "ok", "late again", "tab\there", "two\nlines", "cr\rhere", "back\\slash", "\\N", "quote ' and \" both",
+    "ünïcødé €", "  padded  ",
+];
+
+pub fn run(cfg: &Config, seed: u64) {
+    println!("seed {seed}");
+    let dbname = format!("eventtime_property_{}", cfg.label);
+    let mut s = Scenario::new(cfg, seed, db::fresh_database(&dbname));
+    s.setup();
+    for step in 1..=cfg.steps {
+        s.step = step;
+        if s.rng.random_range(0..100) < 65 {
+            s.ingest_step();
+        } else {
+            s.advance_step(None);
+        }
+        s.check();
+    }
+    s.step += 1;
+    s.advance_step(Some(INFINITY));
+    s.check();
+    s.check_no_state();
+    println!("{}: {}", cfg.label, s.stats.summary(&s.model));
+    drop(s);
+    db::drop_database(&dbname);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Method {
+    Insert,
+    Copy,
+    Ingest,
+}
+
+struct Scenario<'a> {
+    cfg: &'a Config,
+    seed: u64,
+    rng: ChaCha8Rng,
+    db: Client,
+    model: Model,
+    key_cols: Vec<usize>,
+    event_id_col: Option<usize>,
+    event_time_col: usize,
+    /// Every row sent that was not a duplicate, for redeliveries.
+    sent: Vec<Vec<Val>>,
+    /// Indexes into `sent` of the rows that were refused, to redeliver them on purpose.
+    refused_sent: Vec<usize>,
+    next_id: i64,
+    rows_sent: i64,
+    /// The text of every history row the first time it was seen, by (keys, window start,
+    /// version): history is append-only, so it must never change.
+    snapshots: BTreeMap<(Keys, String, String), String>,
+    step: usize,
+    action: String,
+    stats: Stats,
+}
+
+/// What a run exercised, printed at its end so that a weak seed or generator shows.
+#[derive(Default)]
+struct Stats {
+    counts: Counts,
+    by_method: [usize; 3],
+    advances: usize,
+    advances_not_forward: usize,
+}
+
+impl Stats {
+    fn summary(&self, model: &Model) -> String {
+        let late_versions = model.windows.values().flat_map(|w| &w.firings).filter(|f| f.kind == crate::model::Kind::Late).count();
+        format!(
+            "{} ingest statements (INSERT {}, COPY {}, eventtime.ingest {}): accepted {}, late {}, refused {}, duplicates {}; \
+             {} advances ({} not forward); {} windows, {} versions of which {} late",
+            self.by_method.iter().sum::<usize>(),
+            self.by_method[0],
+            self.by_method[1],
+            self.by_method[2],
+            self.counts.accepted,
+            self.counts.late,
+            self.counts.refused,
+            self.counts.duplicates,
+            self.advances,
+            self.advances_not_forward,
+            model.windows.len(),
+            model.firings(),
+            late_versions
+        )
+    }
+}
+
+/// Where a failure happened, and how to replay it.
+struct Ctx<'b> {
+    seed: u64,
+    label: &'b str,
+    step: usize,
+    action: &'b str,
+}
+
+impl fmt::Display for Ctx<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} (replay with PROPERTY_SEED={}), config {}, step {}: {}",
+            self.seed, self.seed, self.label, self.step, self.action
+        )
+    }
+}
+
+impl<'a> Scenario<'a> {
+    fn new(cfg: &'a Config, seed: u64, db: Client) -> Scenario<'a> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Each configuration draws from its own stream, so adding one does not change the others.
+        rng.set_stream(cfg.stream);
+        Scenario {
+            cfg,
+            seed,
+            rng,
+            db,
+            model: Model::new(cfg.window, cfg.origin_us(), cfg.lateness, cfg.event_id().is_some()),
+            key_cols: cfg.key_indexes(),
+            event_id_col: cfg.event_id(),
+            event_time_col: cfg.event_time(),
+            sent: Vec::new(),
+            refused_sent: Vec::new(),
+            next_id: 0,
+            rows_sent: 0,
+            snapshots: BTreeMap::new(),
+            step: 0,
+            action: "setup".into(),
+            stats: Stats::default(),
+        }
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx { seed: self.seed, label: self.cfg.label, step: self.step, action: &self.action }
+    }
+
+    fn exec(&mut self, sql: &str) {
+        if let Err(e) = self.db.batch_execute(sql) {
+            panic!("{}: statement failed: {}\n{}", self.ctx(), db::describe(&e), truncate(sql));
+        }
+    }
+
+    fn rows(&mut self, sql: &str) -> Vec<Row> {
+        db::text_rows(&mut self.db, sql)
+    }
+
+    fn column_list(&self) -> String {
+        self.cfg.columns.iter().map(|c| quote_ident(c.name)).collect::<Vec<_>>().join(", ")
+    }
+
+    /// `"k1"::text, "k2"::text, ` or nothing, to put before other columns.
+    fn keys_text(&self) -> String {
+        self.cfg.keys.iter().map(|k| format!("{}::text, ", quote_ident(k))).collect()
+    }
+
+    fn keys_plain(&self) -> String {
+        self.cfg.keys.iter().map(|k| format!("{}, ", quote_ident(k))).collect()
+    }
+
+    fn aliases_text(&self) -> String {
+        self.cfg.aliases.iter().map(|a| format!("{}::text", quote_ident(a))).collect::<Vec<_>>().join(", ")
+    }
+
+    fn setup(&mut self) {
+        let cfg = self.cfg;
+        let src = cfg.source();
+        let defs = cfg.columns.iter().map(|c| format!("{} {}", quote_ident(c.name), c.sql_type)).collect::<Vec<_>>();
+        let mut sql = String::new();
+        if cfg.schema != "public" {
+            sql += &format!("CREATE SCHEMA {};\n", quote_ident(cfg.schema));
+        }
+        sql += &format!(
+            "CREATE TABLE {src} ({});\n\
+             CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL);\n\
+             CREATE TABLE m_refused (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL, \
+                                     _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL);\n",
+            defs.join(", ")
+        );
+        let keys = cfg.keys.iter().map(|k| quote_literal(k)).collect::<Vec<_>>().join(", ");
+        let event_id = match self.event_id_col {
+            Some(i) => quote_literal(cfg.columns[i].name),
+            None => "NULL".into(),
+        };
+        let origin = cfg.origin.map(|o| format!(", window_origin => {}", quote_literal(o))).unwrap_or_default();
+        sql += &format!(
+            "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, key => ARRAY[{keys}]::text[], \
+             event_id => {event_id}, window_size => interval {}, allowed_lateness => interval {}, aggregates => {}{origin});",
+            quote_literal(cfg.pipeline),
+            quote_literal(&src),
+            quote_literal(cfg.columns[self.event_time_col].name),
+            quote_literal(cfg.window_sql),
+            quote_literal(cfg.lateness_sql),
+            quote_literal(cfg.aggregates),
+        );
+        self.exec(&sql);
+    }
+
+    /// Event time advances with the watermark; before the first one, it starts at `cfg.start`.
+    fn now(&self) -> i64 {
+        match self.model.watermark {
+            Some(w) if w != INFINITY => w,
+            _ => self.cfg.start,
+        }
+    }
+
+    /// Ahead of the watermark, behind it within the grace, far too late, or on the first or
+    /// last microsecond of a window near it.
+    fn event_time(&mut self, now: i64) -> i64 {
+        let (s, l) = (self.model.size(), self.model.lateness());
+        let e = match self.rng.random_range(0..100) {
+            0..35 => now + self.rng.random_range(0..2 * s),
+            35..60 => now - self.rng.random_range(0..=s + l),
+            60..75 => now - (s + l) - self.rng.random_range(0..3 * s),
+            _ => {
+                let start = self.model.window_start(now) + self.rng.random_range(-3..=2) * s;
+                return if self.rng.random_bool(0.5) { start } else { start + s - 1 };
+            }
+        };
+        if self.rng.random_bool(0.8) { e.div_euclid(SECOND) * SECOND } else { e }
+    }
+
+    fn fresh_row(&mut self, now: i64) -> Vec<Val> {
+        let cfg = self.cfg;
+        let mut row = Vec::with_capacity(cfg.columns.len());
+        for c in &cfg.columns {
+            if self.rng.random_range(0..100) < c.null_pct {
+                row.push(Val::Null);
+                continue;
+            }
+            row.push(match c.role {
+                Role::Key(values) => Val::Text(values[self.rng.random_range(0..values.len())].to_string()),
+                Role::EventId { text_prefix } => {
+                    // Fresh events never reuse an id: a repeated id is always a redelivery.
+                    self.next_id += 1;
+                    match text_prefix {
+                        None => Val::Int(self.next_id),
+                        Some(p) => Val::Text(format!("{p}{}", self.next_id)),
+                    }
+                }
+                Role::EventTime => Val::Ts(self.event_time(now)),
+                Role::Amount => Val::Num(decimal(self.rng.random_range(-2_000..200_000), self.rng.random_range(0..=3))),
+                Role::Qty => Val::Int(self.rng.random_range(-5..=100)),
+                Role::Note => Val::Text(NOTES[self.rng.random_range(0..NOTES.len())].to_string()),
+            });
+        }
+        row
+    }
+
+    fn model_event(&self, row: &[Val]) -> Event {
+        Event {
+            keys: self.key_cols.iter().map(|&i| row[i].text()).collect(),
+            event_id: self.event_id_col.and_then(|i| row[i].text()),
+            event_time: match row[self.event_time_col] {
+                Val::Ts(t) => t,
+                ref v => panic!("event time {v:?}"),
+            },
+        }
+    }
+
+    fn ingest_step(&mut self) {
+        let n = match self.rng.random_range(0..100) {
+            0..50 => self.rng.random_range(1..=10),
+            50..85 => self.rng.random_range(1..=60),
+            _ => self.rng.random_range(1..=200),
+        };
+        let now = self.now();
+        let mut batch: Vec<Vec<Val>> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let r = self.rng.random_range(0..100);
+            let row = if r < 6 && !batch.is_empty() {
+                batch[self.rng.random_range(0..batch.len())].clone()
+            } else if r < 20 && !self.sent.is_empty() {
+                let i = if !self.refused_sent.is_empty() && self.rng.random_bool(0.35) {
+                    self.refused_sent[self.rng.random_range(0..self.refused_sent.len())]
+                } else {
+                    self.rng.random_range(0..self.sent.len())
+                };
+                self.sent[i].clone()
+            } else {
+                self.fresh_row(now)
+            };
+            batch.push(row);
+        }
+        let method = match self.rng.random_range(0..3) {
+            0 => Method::Insert,
+            1 => Method::Copy,
+            _ => Method::Ingest,
+        };
+        self.action = format!(
+            "{method:?} of {n} rows under watermark {}",
+            self.model.watermark.map(ts_text).unwrap_or_else(|| "NULL".into())
+        );
+        let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
+        let (landings, expected) = self.model.ingest(&events);
+        assert_eq!(expected.total(), n as i64, "{}: the model accounts for every row once", self.ctx());
+        self.stats.by_method[method as usize] += 1;
+        self.stats.counts.accepted += expected.accepted;
+        self.stats.counts.late += expected.late;
+        self.stats.counts.refused += expected.refused;
+        self.stats.counts.duplicates += expected.duplicates;
+        match method {
+            Method::Insert => self.send_insert(&batch),
+            Method::Copy => self.send_copy(&batch),
+            Method::Ingest => {
+                let got = self.send_ingest(&batch);
+                assert_eq!(got, expected, "{}: counts returned by eventtime.ingest", self.ctx());
+            }
+        }
+        self.rows_sent += n as i64;
+        self.record(&batch, &landings);
+    }
+
+    fn send_insert(&mut self, batch: &[Vec<Val>]) {
+        let values: Vec<String> = batch
+            .iter()
+            .map(|r| format!("({})", r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")))
+            .collect();
+        let sql = format!("INSERT INTO {} ({}) VALUES {}", self.cfg.source(), self.column_list(), values.join(",\n"));
+        self.exec(&sql);
+    }
+
+    fn send_copy(&mut self, batch: &[Vec<Val>]) {
+        let mut data = String::new();
+        for r in batch {
+            data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
+            data.push('\n');
+        }
+        let sql = format!("COPY {} ({}) FROM STDIN", self.cfg.source(), self.column_list());
+        let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
+            w.write_all(data.as_bytes()).expect("COPY data");
+            w.finish()
+        });
+        if let Err(e) = result {
+            panic!("{}: COPY failed: {}", self.ctx(), db::describe(&e));
+        }
+    }
+
+    fn send_ingest(&mut self, batch: &[Vec<Val>]) -> Counts {
+        let mut objects = Vec::with_capacity(batch.len());
+        for r in batch {
+            // A NULL may be written as null or left out; both must mean NULL.
+            let omit_nulls = self.rng.random_bool(0.5);
+            let fields: Vec<String> = self
+                .cfg
+                .columns
+                .iter()
+                .zip(r)
+                .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
+                .map(|(c, v)| format!("{}: {}", Val::Text(c.name.into()).json(), v.json()))
+                .collect();
+            objects.push(format!("{{{}}}", fields.join(", ")));
+        }
+        let doc = format!("[{}]", objects.join(",\n"));
+        let result = self.db.query_one(
+            "SELECT accepted, late, refused, duplicates FROM eventtime.ingest($1, $2::text::jsonb)",
+            &[&self.cfg.pipeline, &doc],
+        );
+        match result {
+            Ok(r) => Counts { accepted: r.get(0), late: r.get(1), refused: r.get(2), duplicates: r.get(3) },
+            Err(e) => panic!("{}: eventtime.ingest failed: {}", self.ctx(), db::describe(&e)),
+        }
+    }
+
+    /// Writes what the model accepted and refused to its tables, and remembers the rows sent.
+    fn record(&mut self, batch: &[Vec<Val>], landings: &[Landing]) {
+        let (mut accepted, mut refused) = (Vec::new(), Vec::new());
+        for (row, landing) in batch.iter().zip(landings) {
+            let vals = row.iter().map(Val::sql).collect::<Vec<_>>().join(", ");
+            match *landing {
+                Landing::Duplicate => continue,
+                Landing::Open { window_start } | Landing::Late { window_start } => {
+                    accepted.push(format!("({vals}, {})", Val::Ts(window_start).sql()));
+                }
+                Landing::Refused { window_start, window_end, deadline, watermark } => {
+                    let meta = [window_start, window_end, deadline, watermark].map(|t| Val::Ts(t).sql()).join(", ");
+                    refused.push(format!("({vals}, {meta})"));
+                    self.refused_sent.push(self.sent.len());
+                }
+            }
+            self.sent.push(row.clone());
+        }
+        if !accepted.is_empty() {
+            self.exec(&format!("INSERT INTO m_accepted VALUES {}", accepted.join(",\n")));
+        }
+        if !refused.is_empty() {
+            self.exec(&format!("INSERT INTO m_refused VALUES {}", refused.join(",\n")));
+        }
+    }
+
+    /// Mostly forward by up to one and a half windows; often exactly onto a window end or a
+    /// deadline (or a microsecond before), where the landing changes; sometimes not forward.
+    fn pick_watermark(&mut self) -> i64 {
+        let (s, l) = (self.model.size(), self.model.lateness());
+        let Some(cur) = self.model.watermark else {
+            return (self.cfg.start + self.rng.random_range(-s..2 * s)).div_euclid(MINUTE) * MINUTE;
+        };
+        match self.rng.random_range(0..100) {
+            0..10 => cur - self.rng.random_range(0..=s),
+            10..45 => {
+                let next_end = self.model.window_start(cur) + s;
+                let mut boundaries = vec![next_end, next_end + l];
+                for ((_, start), w) in &self.model.windows {
+                    if w.live {
+                        boundaries.extend([start + s, start + s + l].into_iter().filter(|&b| b > cur));
+                    }
+                }
+                let b = boundaries[self.rng.random_range(0..boundaries.len())];
+                if self.rng.random_bool(0.2) { b - 1 } else { b }
+            }
+            _ => (cur + self.rng.random_range(1..=s * 3 / 2)).div_euclid(SECOND) * SECOND,
+        }
+    }
+
+    fn advance_step(&mut self, to: Option<i64>) {
+        let to = to.unwrap_or_else(|| self.pick_watermark());
+        self.action = format!(
+            "advance_watermark from {} to {}",
+            self.model.watermark.map(ts_text).unwrap_or_else(|| "NULL".into()),
+            ts_text(to)
+        );
+        self.stats.advances += 1;
+        if matches!(self.model.watermark, Some(cur) if to <= cur) {
+            self.stats.advances_not_forward += 1;
+        }
+        let (fired, purged) = self.model.advance(to);
+        let got = self.rows(&format!(
+            "SELECT windows_fired::text, windows_purged::text, us(watermark) FROM eventtime.advance_watermark({}, {}::timestamptz)",
+            quote_literal(self.cfg.pipeline),
+            quote_literal(&ts_text(to))
+        ));
+        let expected = vec![vec![Some(fired.to_string()), Some(purged.to_string()), self.model.watermark.map(ts_key)]];
+        assert_eq!(got, expected, "{}: advance_watermark returns (windows fired, windows purged, watermark)", self.ctx());
+    }
+
+    fn check(&mut self) {
+        self.check_counters();
+        self.check_latest();
+        self.check_refused();
+        self.check_history();
+        self.check_sealed();
+    }
+
+    /// Every row is accounted for once, and the pipeline's counters agree with the model.
+    fn check_counters(&mut self) {
+        let accepted = self.rows("SELECT count(*)::text FROM m_accepted")[0][0].clone().unwrap();
+        let accepted: i64 = accepted.parse().unwrap();
+        assert_eq!(
+            accepted + self.model.refused + self.model.duplicates,
+            self.rows_sent,
+            "{}: accepted + late + refused + duplicates = rows sent",
+            self.ctx()
+        );
+        let src = self.cfg.source();
+        let got = self.rows(&format!(
+            "SELECT (SELECT count(*) FROM {src})::text, refused::text, duplicates::text, firings::text, us(watermark) \
+             FROM eventtime.pipelines WHERE name = {}",
+            quote_literal(self.cfg.pipeline)
+        ));
+        let expected = vec![vec![
+            Some(self.rows_sent.to_string()),
+            Some(self.model.refused.to_string()),
+            Some(self.model.duplicates.to_string()),
+            Some(self.model.firings().to_string()),
+            self.model.watermark.map(ts_key),
+        ]];
+        assert_eq!(
+            got,
+            expected,
+            "{}: (source rows, pipelines.refused, .duplicates, .firings, .watermark)",
+            self.ctx()
+        );
+    }
+
+    /// The latest version of every fired window is the GROUP BY of the rows the model accepted
+    /// for it, and its version is the number of firings.
+    fn check_latest(&mut self) {
+        let (kt, kp, at) = (self.keys_text(), self.keys_plain(), self.aliases_text());
+        let nk = self.cfg.keys.len();
+        let actual = self.rows(&format!(
+            "SELECT {kt}us(window_start), version::text, {at} FROM {}",
+            self.cfg.view("_latest")
+        ));
+        let grouped = self.rows(&format!(
+            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM m_accepted GROUP BY {kp}_ws) q",
+            self.cfg.aggregates
+        ));
+        let mut expected = Vec::new();
+        for mut row in grouped {
+            let keys: Keys = row[..nk].to_vec();
+            let start: i64 = row[nk].as_deref().unwrap().parse().unwrap();
+            let window = self.model.windows.get(&(keys, start)).expect("accepted rows have a model window");
+            if !window.firings.is_empty() {
+                row.insert(nk + 1, Some(window.firings.len().to_string()));
+                expected.push(row);
+            }
+        }
+        self.assert_same_rows("_latest (keys, window_start, version, aggregates)", actual, expected);
+    }
+
+    fn check_refused(&mut self) {
+        let kt = self.keys_text();
+        let src = self.cfg.source();
+        let actual = self.rows(&format!(
+            "SELECT {kt}event_id::text, us(event_time), us(window_start), us(window_end), us(deadline), us(watermark), \
+                    jsonb_populate_record(NULL::{src}, \"row\")::text FROM {}",
+            self.cfg.view("_refused")
+        ));
+        let event_id = match self.event_id_col {
+            Some(i) => quote_ident(self.cfg.columns[i].name),
+            None => "NULL".into(),
+        };
+        let expected = self.rows(&format!(
+            "SELECT {kt}{event_id}::text, us({}), us(_ws), us(_we), us(_deadline), us(_wm), ROW({})::text FROM m_refused",
+            quote_ident(self.cfg.columns[self.event_time_col].name),
+            self.column_list()
+        ));
+        self.assert_same_rows(
+            "_refused (keys, event_id, event_time, window_start, window_end, deadline, watermark, row)",
+            actual,
+            expected,
+        );
+    }
+
+    /// Versions 1..n per window with the model's kinds and watermarks, sealed exactly for
+    /// version 1; and no history row ever changes or disappears.
+    fn check_history(&mut self) {
+        let kt = self.keys_text();
+        let nk = self.cfg.keys.len();
+        let mut actual = self.rows(&format!(
+            "SELECT {kt}us(window_start), version::text, kind, sealed::text, us(window_end), us(watermark), h::text \
+             FROM {} h",
+            self.cfg.view("_history")
+        ));
+        let mut current = BTreeMap::new();
+        for row in &mut actual {
+            let text = row.pop().unwrap().unwrap_or_default();
+            current.insert((row[..nk].to_vec(), row[nk].clone().unwrap(), row[nk + 1].clone().unwrap()), text);
+        }
+        let mut expected = Vec::new();
+        for ((keys, start), w) in &self.model.windows {
+            for (i, f) in w.firings.iter().enumerate() {
+                let mut row = keys.clone();
+                row.extend([
+                    Some(ts_key(*start)),
+                    Some((i + 1).to_string()),
+                    Some(f.kind.as_str().to_string()),
+                    Some((i == 0).to_string()),
+                    Some(ts_key(start + self.model.size())),
+                    Some(ts_key(f.watermark)),
+                ]);
+                expected.push(row);
+            }
+        }
+        self.assert_same_rows(
+            "_history (keys, window_start, version, kind, sealed, window_end, watermark)",
+            actual,
+            expected,
+        );
+        for (key, before) in &self.snapshots {
+            match current.get(key) {
+                Some(now) if now == before => {}
+                Some(now) => panic!("{}: history row {key:?} changed\n  was: {before}\n  now: {now}", self.ctx()),
+                None => panic!("{}: history row {key:?} disappeared; it was: {before}", self.ctx()),
+            }
+        }
+        self.snapshots.extend(current);
+    }
+
+    /// `_sealed` is version 1 of each window, as history has it.
+    fn check_sealed(&mut self) {
+        let cols = format!(
+            "{}us(window_start), us(window_end), version::text, kind, {}, sealed::text, us(watermark), fired_at::text",
+            self.keys_text(),
+            self.aliases_text()
+        );
+        let actual = self.rows(&format!("SELECT {cols} FROM {}", self.cfg.view("_sealed")));
+        let expected = self.rows(&format!("SELECT {cols} FROM {} WHERE version = 1", self.cfg.view("_history")));
+        self.assert_same_rows("_sealed against version 1 of _history", actual, expected);
+    }
+
+    fn check_no_state(&mut self) {
+        assert!(self.model.windows.values().all(|w| !w.live), "{}: the model still has live windows", self.ctx());
+        let got = self.rows(&format!(
+            "SELECT state_rows::text FROM eventtime.pipelines WHERE name = {}",
+            quote_literal(self.cfg.pipeline)
+        ));
+        assert_eq!(got, vec![vec![Some("0".to_string())]], "{}: no state rows after watermark 'infinity'", self.ctx());
+    }
+
+    /// Compares two multisets of rows and names the rows missing on either side.
+    fn assert_same_rows(&self, what: &str, mut actual: Vec<Row>, mut expected: Vec<Row>) {
+        actual.sort();
+        expected.sort();
+        if actual == expected {
+            return;
+        }
+        let (mut missing, mut unexpected) = (Vec::new(), Vec::new());
+        let (mut i, mut j) = (0, 0);
+        while i < actual.len() || j < expected.len() {
+            match (actual.get(i), expected.get(j)) {
+                (Some(a), Some(e)) if a == e => {
+                    i += 1;
+                    j += 1;
+                }
+                (Some(a), Some(e)) if a < e => {
+                    unexpected.push(a);
+                    i += 1;
+                }
+                (Some(a), None) => {
+                    unexpected.push(a);
+                    i += 1;
+                }
+                (_, Some(e)) => {
+                    missing.push(e);
+                    j += 1;
+                }
+                (None, None) => unreachable!(),
+            }
+        }
+        let show = |rows: &[&Row]| {
+            rows.iter().take(8).map(|r| format!("\n    {r:?}")).collect::<String>()
+                + &if rows.len() > 8 { format!("\n    ... {} more", rows.len() - 8) } else { String::new() }
+        };
+        panic!(
+            "{}: {what} differs from the model ({} rows, expected {})\n  expected but missing:{}\n  present but not expected:{}",
+            self.ctx(),
+            actual.len(),
+            expected.len(),
+            show(&missing),
+            show(&unexpected)
+        );
+    }
+}
+
+fn truncate(sql: &str) -> String {
+    if sql.len() <= 2000 {
+        return sql.to_string();
+    }
+    let mut end = 2000;
+    while !sql.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &sql[..end])
+}
