@@ -18,8 +18,9 @@ mod _eventtime {
     > {
         let t = |what: &str| format!("_eventtime.\"p{pipeline_id}_{what}\"");
         let sql = format!(
-            "SELECT (SELECT count(*) FROM {state} WHERE version = 0), (SELECT count(*) FROM {state}), \
-                    (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused})",
+            "SELECT (SELECT count(*) FROM {state} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
+                    (SELECT count(*) FROM {state}), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \
+             FROM _eventtime.pipeline p WHERE p.id = {pipeline_id}",
             state = t("state"),
             history = t("history"),
             refused = t("refused"),

@@ -58,17 +58,22 @@ fn advance_watermark(
         client
             .update("UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1", None, &[p.id.into(), new.into()])
             .expect("watermark update");
-        let r = client.update(p.def.purge_statement().as_str(), None, &[new.into()]).expect("purge").first();
-        let purged = r.get::<i64>(1).expect("purged").unwrap_or(0);
-        let fired_at_purge = r.get::<i64>(2).expect("fired").unwrap_or(0);
+        // Fire first, from the state as it is; then purge what reached its deadline.
         let fired = client
-            .update(p.def.fire_statement().as_str(), None, &[new.into()])
+            .update(p.def.fire_statement().as_str(), None, &[new.into(), current.into()])
             .expect("fire")
             .first()
             .get::<i64>(1)
             .expect("fired")
             .unwrap_or(0);
-        (fired + fired_at_purge, purged, Some(new))
+        let purged = client
+            .update(p.def.purge_statement().as_str(), None, &[new.into()])
+            .expect("purge")
+            .first()
+            .get::<i64>(1)
+            .expect("purged")
+            .unwrap_or(0);
+        (fired, purged, Some(new))
     });
     TableIterator::once((fired, purged, now))
 }

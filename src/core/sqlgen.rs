@@ -213,7 +213,7 @@ impl PipelineDef {
         let mut out = vec![
             format!(
                 "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
-                 version integer NOT NULL DEFAULT 0, {INTERNAL_PREFIX}n bigint NOT NULL{})",
+                 version integer NOT NULL DEFAULT 0, {INTERNAL_PREFIX}n bigint NOT NULL{}) WITH (fillfactor = 70)",
                 self.table("state"),
                 self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
             ),
@@ -376,7 +376,7 @@ impl PipelineDef {
                SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
                FROM batch ORDER BY {ws}{k_after}\n\
                ON CONFLICT ({k}window_start) DO UPDATE SET\n\
-                 version = s.version + excluded.version, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
+                 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
                RETURNING s.*\n\
              ),\n\
              late_versions AS (\n\
@@ -480,16 +480,15 @@ impl PipelineDef {
         out
     }
 
-    /// Purges every window whose deadline is at or before `$1`, writing the main firing of those
-    /// among them that had not fired. Returns (purged, fired).
+    /// Purges every window whose deadline is at or before `$1`: its state and, with `event_id`, its
+    /// ledger rows. Runs after [`Self::fire_statement`], so every purged window has fired. Returns
+    /// the number of windows purged.
     pub fn purge_statement(&self) -> String {
-        let k = prefix(&self.key_names(None));
-        let kg = prefix(&self.key_names(Some("g")));
         // The event ids of a purged window go with its state: a redelivery after the deadline is
         // refused like any row of the window (once: refused rows are deduplicated on their own).
         let ids = match self.event_id {
             Some(_) => format!(
-                "ids_gone AS (DELETE FROM {} WHERE window_start <= $1 - {} - {} RETURNING 1),\n",
+                ", ids_gone AS (DELETE FROM {} WHERE window_start <= $1 - {} - {} RETURNING 1)",
                 self.table("ids"),
                 self.late(),
                 self.size()
@@ -497,31 +496,24 @@ impl PipelineDef {
             None => String::new(),
         };
         format!(
-            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING s.*),\n\
-             {ids}fired AS (\n\
-               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-               SELECT {kg}g.window_start, g.window_end, 1, 'main', {finals}$1 FROM gone g WHERE g.version = 0\n\
-               RETURNING 1\n\
-             )\n\
-             SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM fired)",
+            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING 1){ids}\n\
+             SELECT count(*) FROM gone",
             state = self.table("state"),
-            history = self.table("history"),
             late = self.late(),
-            aliases = prefix(&self.alias_cols()),
-            finals = prefix(&self.finals("g")),
         )
     }
 
-    /// Writes the main firing (version 1) of every window that ends at or before `$1` and has not
-    /// fired. Returns the number of windows fired.
+    /// Writes the main firing (version 1) of every window with state that ends after the previous
+    /// watermark `$2` (NULL before the first advance) and at or before the new one `$1`: exactly the
+    /// windows this advance fires, so the state needs no mark. Returns the number of windows fired.
     pub fn fire_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let kf = prefix(&self.key_names(Some("f")));
         format!(
-            "WITH due AS (UPDATE {state} s SET version = 1 WHERE s.version = 0 AND s.window_end <= $1 RETURNING s.*),\n\
-             fired AS (\n\
+            "WITH fired AS (\n\
                INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-               SELECT {kf}f.window_start, f.window_end, 1, 'main', {finals}$1 FROM due f\n\
+               SELECT {kf}f.window_start, f.window_end, 1, 'main', {finals}$1 FROM {state} f\n\
+               WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)\n\
                RETURNING 1\n\
              )\n\
              SELECT count(*) FROM fired",
@@ -601,6 +593,7 @@ mod tests {
         let d = def();
         assert_eq!(d.finals("u")[1], "(u.\"_et_a1\" / NULLIF(u.\"_et_a1_n\", 0))::numeric");
         assert!(d.fire_statement().contains("(f.\"_et_a1\" / NULLIF(f.\"_et_a1_n\", 0))::numeric"));
+        assert!(!d.fire_statement().contains("UPDATE"));
     }
 
     #[test]
