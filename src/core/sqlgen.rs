@@ -254,11 +254,6 @@ impl PipelineDef {
                 self.table("ids"),
                 prefix(&keys)
             ));
-            out.push(format!(
-                "CREATE UNIQUE INDEX ON {} (window_start, {}event_id) NULLS NOT DISTINCT WHERE event_id IS NOT NULL",
-                self.table("refused"),
-                prefix(&keys)
-            ));
         }
         // History and refused rows are written by the pipeline only.
         for (t, what) in [("history", "history"), ("refused", "refused rows")] {
@@ -324,21 +319,21 @@ impl PipelineDef {
                 .iter()
                 .map(|c| format!(" AND f.{0} IS NOT DISTINCT FROM c.{0}", quote_ident(&c.name)))
                 .collect();
-            // The ledger holds the ids of the rows that joined a window, until its state is purged.
-            // When every row with an id was new (the common case), every row is kept; otherwise
-            // the first row of each new id is.
+            // The ledger holds every (window, key, id) the pipeline has seen, refused rows included,
+            // for the pipeline's lifetime. When every row with an id was new (the common case),
+            // every row is kept; otherwise the first row of each new id is.
             sql += &format!(
                 "fresh AS (\n\
                    INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < 3 ORDER BY {ws}, {k}_et_eid\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL ORDER BY {ws}, {k}_et_eid\n\
                    ON CONFLICT DO NOTHING\n\
                    RETURNING i.window_start, {ki}i.event_id\n\
                  ),\n\
                  all_fresh AS MATERIALIZED (\n\
-                   SELECT (SELECT count(*) FROM fresh) = (SELECT count(*) FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < 3) AS yes\n\
+                   SELECT (SELECT count(*) FROM fresh) = (SELECT count(*) FROM cls WHERE _et_eid IS NOT NULL) AS yes\n\
                  ),\n\
                  kept AS MATERIALIZED (\n\
-                   SELECT c.* FROM cls c WHERE c._et_landing < 3 AND (SELECT yes FROM all_fresh)\n\
+                   SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
                    UNION ALL\n\
                    SELECT d.* FROM (\n\
                      SELECT DISTINCT ON (c.{ws}, {kc}c._et_eid) c.*\n\
@@ -347,29 +342,26 @@ impl PipelineDef {
                      ORDER BY c.{ws}, {kc}c._et_eid\n\
                    ) d\n\
                    UNION ALL\n\
-                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND c._et_landing < 3 AND NOT (SELECT yes FROM all_fresh)\n\
+                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
                  ),\n",
                 ids = self.table("ids"),
                 ki = prefix(&self.key_names(Some("i"))),
                 ws = quote_ident(WINDOW_START_COLUMN),
             );
         } else {
-            sql += "kept AS (SELECT * FROM cls WHERE _et_landing < 3),\n";
+            sql += "kept AS (SELECT * FROM cls),\n";
         }
         let accs = self.acc_cols();
-        // Refused rows are deduplicated by the refused table itself (a partial unique index on
-        // key, window and event id), which keeps them for the pipeline's lifetime.
         sql += &format!(
             "refused AS (\n\
                INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
                SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
-               FROM cls c CROSS JOIN wm WHERE c._et_landing = 3 ORDER BY c.{ws}{kc_after}, c._et_eid\n\
-               ON CONFLICT DO NOTHING\n\
+               FROM kept c CROSS JOIN wm WHERE c._et_landing = 3\n\
                RETURNING 1\n\
              ),\n\
              batch AS (\n\
                SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
-               FROM kept GROUP BY {k}{ws}\n\
+               FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}\n\
              ),\n\
              up AS (\n\
                INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
@@ -388,8 +380,8 @@ impl PipelineDef {
              counts AS MATERIALIZED (\n\
                SELECT count(*) FILTER (WHERE _et_landing = 1) AS accepted,\n\
                       count(*) FILTER (WHERE _et_landing = 2) AS late,\n\
-                      (SELECT count(*) FROM refused) AS refused,\n\
-                      (SELECT count(*) FROM cls) - count(*) - (SELECT count(*) FROM refused) AS duplicates\n\
+                      count(*) FILTER (WHERE _et_landing = 3) AS refused,\n\
+                      (SELECT count(*) FROM cls) - count(*) AS duplicates\n\
                FROM kept\n\
              ),\n\
              dups AS (\n\
@@ -407,7 +399,6 @@ impl PipelineDef {
             acc_list = accs.iter().map(|c| format!(", {c}")).collect::<String>(),
             partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
             k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-            kc_after = self.key_names(Some("c")).iter().map(|c| format!(", {c}")).collect::<String>(),
             merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("u")),
@@ -480,23 +471,12 @@ impl PipelineDef {
         out
     }
 
-    /// Purges every window whose deadline is at or before `$1`: its state and, with `event_id`, its
-    /// ledger rows. Runs after [`Self::fire_statement`], so every purged window has fired. Returns
-    /// the number of windows purged.
+    /// Purges the state of every window whose deadline is at or before `$1`. Runs after
+    /// [`Self::fire_statement`], so every purged window has fired. Returns the number of windows
+    /// purged.
     pub fn purge_statement(&self) -> String {
-        // The event ids of a purged window go with its state: a redelivery after the deadline is
-        // refused like any row of the window (once: refused rows are deduplicated on their own).
-        let ids = match self.event_id {
-            Some(_) => format!(
-                ", ids_gone AS (DELETE FROM {} WHERE window_start <= $1 - {} - {} RETURNING 1)",
-                self.table("ids"),
-                self.late(),
-                self.size()
-            ),
-            None => String::new(),
-        };
         format!(
-            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING 1){ids}\n\
+            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING 1)\n\
              SELECT count(*) FROM gone",
             state = self.table("state"),
             late = self.late(),
@@ -603,7 +583,7 @@ mod tests {
         d.event_id = None;
         let sql = d.ingest_statement();
         assert!(!sql.contains("\"p7_ids\""));
-        assert!(sql.contains("kept AS (SELECT * FROM cls WHERE _et_landing < 3)"));
+        assert!(sql.contains("kept AS (SELECT * FROM cls)"));
     }
 
     #[test]

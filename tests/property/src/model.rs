@@ -1,6 +1,6 @@
 //! The independent model of one pipeline, written from SPEC §2-3 and nothing else: tumbling
-//! windows, the landing rule, event-id dedup (ids of a window's rows live as long as its state; ids
-//! of refused rows forever), firings and purging. It knows which rows a
+//! windows, the landing rule, event-id dedup (every id is remembered for the pipeline's
+//! lifetime, as SPEC §3 says), firings and purging. It knows which rows a
 //! window accepted only through the landings it returns; the rows themselves go to the model's
 //! tables in the test database, where PostgreSQL computes the expected aggregates.
 
@@ -77,11 +77,8 @@ pub struct Model {
     lateness: i64,
     dedup: bool,
     pub watermark: Option<i64>,
-    /// (keys, window start, event id) of the rows that joined a window; forgotten with the
-    /// window's state when the watermark reaches its deadline.
-    joined: HashSet<(Keys, i64, String)>,
-    /// (keys, window start, event id) of refused rows; never forgotten.
-    refused_ids: HashSet<(Keys, i64, String)>,
+    /// Every (keys, window start, event id) ever seen, refused rows included; never forgotten.
+    ledger: HashSet<(Keys, i64, String)>,
     pub windows: BTreeMap<WindowKey, Window>,
     pub refused: i64,
     pub duplicates: i64,
@@ -96,8 +93,7 @@ impl Model {
             lateness,
             dedup,
             watermark: None,
-            joined: HashSet::new(),
-            refused_ids: HashSet::new(),
+            ledger: HashSet::new(),
             windows: BTreeMap::new(),
             refused: 0,
             duplicates: 0,
@@ -129,11 +125,7 @@ impl Model {
             let deadline = window_end + self.lateness;
             if self.dedup {
                 if let Some(id) = &ev.event_id {
-                    // A row past the deadline is checked against refused rows only: the ids of
-                    // the rows its window accepted went with the window's state.
-                    let refused = matches!(w, Some(w) if w >= deadline);
-                    let seen = if refused { &mut self.refused_ids } else { &mut self.joined };
-                    if !seen.insert((ev.keys.clone(), window_start, id.clone())) {
+                    if !self.ledger.insert((ev.keys.clone(), window_start, id.clone())) {
                         counts.duplicates += 1;
                         landings.push(Landing::Duplicate);
                         continue;
@@ -188,8 +180,6 @@ impl Model {
                 purged += 1;
             }
         }
-        let (size, lateness) = (self.size, self.lateness);
-        self.joined.retain(|(_, start, _)| start + size + lateness > to);
         (fired, purged)
     }
 
@@ -239,10 +229,9 @@ mod tests {
         let (_, c) = m.ingest(&[ev(e, "2"), ev(e, "3"), ev(e, "2"), ev(e, "1")]);
         assert_eq!(c, Counts { accepted: 0, late: 2, refused: 0, duplicates: 2 });
         assert_eq!(m.advance(utc("2026-10-31 00:00")), (0, 1));
-        // After the deadline the ids the window accepted are forgotten with its state: "3" is
-        // refused once, like "4"; refused ids are remembered.
+        // Ids are remembered after the window's state is gone: "3" is still a duplicate.
         let (_, c) = m.ingest(&[ev(e, "4"), ev(e, "4"), ev(e, "3")]);
-        assert_eq!(c, Counts { accepted: 0, late: 0, refused: 2, duplicates: 1 });
+        assert_eq!(c, Counts { accepted: 0, late: 0, refused: 1, duplicates: 2 });
         let (_, c) = m.ingest(&[ev(e, "3"), ev(e, "4")]);
         assert_eq!(c, Counts { accepted: 0, late: 0, refused: 0, duplicates: 2 });
         let w = &m.windows[&(vec![Some("web".into())], utc("2026-10-29 00:00"))];

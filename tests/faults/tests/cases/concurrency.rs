@@ -1,0 +1,126 @@
+//! SPEC §5, concurrency: 8 ingest threads (multi-row INSERT, COPY and eventtime.ingest, each
+//! statement its own transaction, with on-time, late, too-late and redelivered rows and duplicates
+//! inside statements) and one thread advancing the watermark a few times per second. Every
+//! committed row must be accounted for exactly once, the latest version of every window must be
+//! the aggregate of its accepted rows, sealed rows must never change, versions must be gapless.
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Instant;
+
+use pg_eventtime_faults::checks::{final_checks, Expected};
+use pg_eventtime_faults::cluster::Cluster;
+use pg_eventtime_faults::db::exec;
+use pg_eventtime_faults::workload::{
+    run_advancer, run_worker, AdvancerConfig, Shared, Stats, WorkerConfig, DB, SETUP,
+};
+use pg_eventtime_faults::{env_num, seed};
+
+#[test]
+fn concurrent_ingest_and_advances_account_for_every_row() {
+    let seed = seed("concurrency");
+    let started = Instant::now();
+    let cluster = Cluster::start("concurrency", &[]);
+    exec(
+        &mut cluster.connect("postgres"),
+        &format!("CREATE DATABASE {DB}"),
+    );
+    exec(&mut cluster.connect(DB), SETUP);
+
+    let threads = 8usize;
+    let total = env_num("FAULTS_EVENTS", 200_000);
+    let shared = Shared::new(threads);
+    let wcfg = WorkerConfig {
+        quota_rows: total / threads as u64,
+        crash_mode: false,
+        min_kills: 0,
+        pause_ms: env_num("FAULTS_PAUSE_MS", 350),
+    };
+    let acfg = AdvancerConfig {
+        crash_mode: false,
+        pause_ms: (100, 300),
+        step_minutes: (1, 25),
+        check_every: 20,
+    };
+
+    let (stats, adv, errors) = thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (cluster, shared, wcfg) = (&cluster, &shared, &wcfg);
+                s.spawn(move || run_worker(cluster, shared, i, seed, wcfg))
+            })
+            .collect();
+        let advancer = s.spawn(|| run_advancer(&cluster, &shared, seed, &acfg));
+        let mut stats = Stats::default();
+        let mut errors = Vec::new();
+        for (i, h) in workers.into_iter().enumerate() {
+            match h.join() {
+                Ok(Ok(st)) => stats.merge(&st),
+                Ok(Err(e)) => errors.push(format!("ingest thread {i}: {e}")),
+                Err(_) => errors.push(format!("ingest thread {i} panicked")),
+            }
+        }
+        let adv = match advancer.join() {
+            Ok(Ok(a)) => Some(a),
+            Ok(Err(e)) => {
+                errors.push(format!("advancing thread: {e}"));
+                None
+            }
+            Err(_) => {
+                errors.push("advancing thread panicked".into());
+                None
+            }
+        };
+        (stats, adv, errors)
+    });
+    let violations = shared.violations.lock().unwrap().clone();
+    // Threads stopped by another thread's failure only say so.
+    let errors: Vec<String> = errors
+        .into_iter()
+        .filter(|e| !e.ends_with(": aborted") && !violations.contains(e))
+        .collect();
+    assert!(
+        violations.is_empty() && errors.is_empty(),
+        "concurrency run failed (seed {seed}):\n{}\n{}",
+        violations.join("\n"),
+        errors.join("\n")
+    );
+    let adv = adv.unwrap();
+    eprintln!(
+        "  {} rows in {} statements {:?}; {} redeliveries, {} in-statement duplicates; ingest() counts [accepted, late, refused, duplicates] = {:?}",
+        stats.rows, stats.batches, stats.statements, stats.redeliveries, stats.in_statement_duplicates, stats.ingest_counts
+    );
+    eprintln!(
+        "  retries of ingest statements: {:?}; of advances: {:?}; {} advances, {} windows fired, {} mid-run checks; run took {:.1} s",
+        stats.retries,
+        adv.retries,
+        adv.advances,
+        adv.fired_known,
+        adv.checks,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        shared.next_batch.load(Ordering::SeqCst) - 1,
+        stats.batches as i64
+    );
+
+    let mut c = cluster.connect(DB);
+    let v = final_checks(
+        &mut c,
+        &Expected {
+            rows: stats.rows as i64,
+            batches: stats.batches as i64,
+            advancer: &adv,
+        },
+    )
+    .unwrap_or_else(|e| panic!("final checks: {}", pg_eventtime_faults::db::describe(&e)));
+    assert!(
+        v.is_empty(),
+        "contract violations after the concurrency run (seed {seed}):\n{}",
+        v.join("\n")
+    );
+    eprintln!(
+        "[concurrency] passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

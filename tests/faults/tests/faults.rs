@@ -1,0 +1,12 @@
+//! One test binary for all fault tests, so that `cargo test` runs every one of them even when an
+//! earlier one fails (cargo stops at the first failing test binary). Run them one at a time:
+//! `cargo test --release -- --test-threads=1` (each starts its own PostgreSQL server).
+
+#[path = "cases/concurrency.rs"]
+mod concurrency;
+#[path = "cases/crash.rs"]
+mod crash;
+#[path = "cases/dump_restore.rs"]
+mod dump_restore;
+#[path = "cases/interleaving.rs"]
+mod interleaving;
