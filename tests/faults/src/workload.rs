@@ -167,6 +167,51 @@ impl Shared {
     pub fn aborted(&self) -> bool {
         self.abort.load(Ordering::SeqCst)
     }
+
+    /// Asserts that the run had no violation and no thread error, other than threads that only
+    /// stopped because another one failed.
+    pub fn assert_clean(&self, what: &str, seed: u64, errors: Vec<String>) {
+        let violations = self.violations.lock().unwrap().clone();
+        let errors: Vec<String> = errors
+            .into_iter()
+            .filter(|e| !e.ends_with(": aborted") && !violations.contains(e))
+            .collect();
+        assert!(
+            violations.is_empty() && errors.is_empty(),
+            "{what} run failed (seed {seed}):\n{}\n{}",
+            violations.join("\n"),
+            errors.join("\n")
+        );
+    }
+}
+
+/// Joins one thread of a run: its result, or its error or panic recorded in `errors`.
+pub fn join<T>(h: thread::ScopedJoinHandle<'_, Result<T, String>>, name: &str, errors: &mut Vec<String>) -> Option<T> {
+    match h.join() {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            errors.push(format!("{name}: {e}"));
+            None
+        }
+        Err(_) => {
+            errors.push(format!("{name} panicked"));
+            None
+        }
+    }
+}
+
+/// Joins the ingest threads of a run and adds up their statistics.
+pub fn join_workers(
+    workers: Vec<thread::ScopedJoinHandle<'_, Result<Stats, String>>>,
+    errors: &mut Vec<String>,
+) -> Stats {
+    let mut stats = Stats::default();
+    for (i, h) in workers.into_iter().enumerate() {
+        if let Some(st) = join(h, &format!("ingest thread {i}"), errors) {
+            stats.merge(&st);
+        }
+    }
+    stats
 }
 
 #[derive(Debug, Default, Clone)]

@@ -12,7 +12,7 @@ use pg_eventtime_faults::checks::{final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::exec;
 use pg_eventtime_faults::workload::{
-    run_advancer, run_worker, AdvancerConfig, Shared, Stats, WorkerConfig, DB, SETUP,
+    join, join_workers, run_advancer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, SETUP,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -51,40 +51,12 @@ fn concurrent_ingest_and_advances_account_for_every_row() {
             })
             .collect();
         let advancer = s.spawn(|| run_advancer(&cluster, &shared, seed, &acfg));
-        let mut stats = Stats::default();
         let mut errors = Vec::new();
-        for (i, h) in workers.into_iter().enumerate() {
-            match h.join() {
-                Ok(Ok(st)) => stats.merge(&st),
-                Ok(Err(e)) => errors.push(format!("ingest thread {i}: {e}")),
-                Err(_) => errors.push(format!("ingest thread {i} panicked")),
-            }
-        }
-        let adv = match advancer.join() {
-            Ok(Ok(a)) => Some(a),
-            Ok(Err(e)) => {
-                errors.push(format!("advancing thread: {e}"));
-                None
-            }
-            Err(_) => {
-                errors.push("advancing thread panicked".into());
-                None
-            }
-        };
+        let stats = join_workers(workers, &mut errors);
+        let adv = join(advancer, "advancing thread", &mut errors);
         (stats, adv, errors)
     });
-    let violations = shared.violations.lock().unwrap().clone();
-    // Threads stopped by another thread's failure only say so.
-    let errors: Vec<String> = errors
-        .into_iter()
-        .filter(|e| !e.ends_with(": aborted") && !violations.contains(e))
-        .collect();
-    assert!(
-        violations.is_empty() && errors.is_empty(),
-        "concurrency run failed (seed {seed}):\n{}\n{}",
-        violations.join("\n"),
-        errors.join("\n")
-    );
+    shared.assert_clean("concurrency", seed, errors);
     let adv = adv.unwrap();
     eprintln!(
         "  {} rows in {} statements {:?}; {} redeliveries, {} in-statement duplicates; ingest() counts [accepted, late, refused, duplicates] = {:?}",

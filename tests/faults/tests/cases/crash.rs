@@ -13,7 +13,7 @@ use pg_eventtime_faults::checks::{consistency, final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::{describe, exec};
 use pg_eventtime_faults::workload::{
-    run_advancer, run_killer, run_worker, AdvancerConfig, Shared, Stats, WorkerConfig, DB, SETUP,
+    join, join_workers, run_advancer, run_killer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, SETUP,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -58,51 +58,13 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
             .collect();
         let advancer = s.spawn(|| run_advancer(&cluster, &shared, seed, &acfg));
         let killer = s.spawn(|| run_killer(&cluster, &shared, seed, min_kills, (4_000, 10_000)));
-        let mut stats = Stats::default();
         let mut errors = Vec::new();
-        for (i, h) in workers.into_iter().enumerate() {
-            match h.join() {
-                Ok(Ok(st)) => stats.merge(&st),
-                Ok(Err(e)) => errors.push(format!("ingest thread {i}: {e}")),
-                Err(_) => errors.push(format!("ingest thread {i} panicked")),
-            }
-        }
-        let killer = match killer.join() {
-            Ok(Ok(k)) => Some(k),
-            Ok(Err(e)) => {
-                errors.push(format!("killer thread: {e}"));
-                None
-            }
-            Err(_) => {
-                errors.push("killer thread panicked".into());
-                None
-            }
-        };
-        let adv = match advancer.join() {
-            Ok(Ok(a)) => Some(a),
-            Ok(Err(e)) => {
-                errors.push(format!("advancing thread: {e}"));
-                None
-            }
-            Err(_) => {
-                errors.push("advancing thread panicked".into());
-                None
-            }
-        };
+        let stats = join_workers(workers, &mut errors);
+        let killer = join(killer, "killer thread", &mut errors);
+        let adv = join(advancer, "advancing thread", &mut errors);
         (stats, adv, killer, errors)
     });
-    let violations = shared.violations.lock().unwrap().clone();
-    // Threads stopped by another thread's failure only say so.
-    let errors: Vec<String> = errors
-        .into_iter()
-        .filter(|e| !e.ends_with(": aborted") && !violations.contains(e))
-        .collect();
-    assert!(
-        violations.is_empty() && errors.is_empty(),
-        "crash run failed (seed {seed}):\n{}\n{}",
-        violations.join("\n"),
-        errors.join("\n")
-    );
+    shared.assert_clean("crash", seed, errors);
     let (adv, killer) = (adv.unwrap(), killer.unwrap());
     eprintln!(
         "  {} kills ({} of the postmaster alone, {} aimed at an advance in flight), recoveries took {:?} s, {} checks after recovery",
