@@ -7,6 +7,8 @@ PG_MAJOR=15
 PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 PG_CONFIG=/usr/bin/pg_config
 PGRX_VERSION=0.18.0
+HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+export HOME
 export PATH="$HOME/.cargo/bin:$PATH"
 
 say() { printf '\n==> %s\n' "$*"; }
