@@ -45,7 +45,7 @@ mod _eventtime {
         pipeline_id: i32,
     ) -> TimestampWithTimeZone {
         let Some(e) = event_time else {
-            let (pipeline, column) = pipeline_and_column(pipeline_id);
+            let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
             EtError::NullEventTime { pipeline, column }.raise()
         };
         let micros: i64 = e.into_inner();
@@ -53,7 +53,7 @@ mod _eventtime {
             // SAFETY of the unchecked constructor is not needed: the start is inside the range.
             Ok(w) => TimestampWithTimeZone::try_from(w.start).expect("window start is a valid timestamptz"),
             Err(err) => {
-                let (pipeline, column) = pipeline_and_column(pipeline_id);
+                let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
                 EtError::EventTimeOutOfRange {
                     pipeline,
                     column,
@@ -72,15 +72,6 @@ mod _eventtime {
             c.borrow_mut().insert(pipeline_id, Counts { accepted, late, refused, duplicates });
         });
     }
-}
-
-fn pipeline_and_column(id: i32) -> (String, String) {
-    let name = catalog::name_of(id);
-    let column = Spi::get_one_with_args::<String>("SELECT event_time::text FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    (name, column)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

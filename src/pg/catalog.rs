@@ -98,10 +98,13 @@ pub fn load(name: &str) -> Pipeline {
     Pipeline { id, def, source_exists, source_oid }
 }
 
-/// The name of a pipeline by id, for error messages raised where only the id is at hand.
-pub fn name_of(id: i32) -> String {
-    Spi::get_one_with_args::<String>("SELECT name FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| format!("#{id}"))
+/// The name and event-time column of a pipeline by id, for the row errors raised where only the
+/// id is at hand.
+pub fn name_and_event_time(id: i32) -> (String, String) {
+    let (name, column) = Spi::get_two_with_args::<String, String>(
+        "SELECT name, event_time::text FROM _eventtime.pipeline WHERE id = $1",
+        &[id.into()],
+    )
+    .unwrap_or((None, None));
+    (name.unwrap_or_else(|| format!("#{id}")), column.unwrap_or_default())
 }
