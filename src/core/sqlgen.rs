@@ -308,7 +308,8 @@ impl PipelineDef {
                       CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
                FROM (SELECT n.*, {INTERNAL_SCHEMA}.tumble_start(n.{et}, {size_us}, {origin_us}, {id}) AS {ws} FROM new_rows n OFFSET 0) r\n\
                CROSS JOIN wm\n\
-             ),\n",
+             ),\n\
+             cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids FROM cls),\n",
             id = self.id,
             ws = quote_ident(WINDOW_START_COLUMN),
             ws_name = WINDOW_START_COLUMN,
@@ -330,7 +331,7 @@ impl PipelineDef {
                    RETURNING i.window_start, {ki}i.event_id\n\
                  ),\n\
                  all_fresh AS MATERIALIZED (\n\
-                   SELECT (SELECT count(*) FROM fresh) = (SELECT count(*) FROM cls WHERE _et_eid IS NOT NULL) AS yes\n\
+                   SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
                  ),\n\
                  kept AS MATERIALIZED (\n\
                    SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
@@ -381,7 +382,7 @@ impl PipelineDef {
                SELECT count(*) FILTER (WHERE _et_landing = 1) AS accepted,\n\
                       count(*) FILTER (WHERE _et_landing = 2) AS late,\n\
                       count(*) FILTER (WHERE _et_landing = 3) AS refused,\n\
-                      (SELECT count(*) FROM cls) - count(*) AS duplicates\n\
+                      (SELECT rows FROM cls_n) - count(*) AS duplicates\n\
                FROM kept\n\
              ),\n\
              dups AS (\n\
