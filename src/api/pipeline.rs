@@ -121,6 +121,8 @@ fn create_pipeline(
     allowed_lateness: default!(Option<Interval>, "'0'"),
     aggregates: default!(Option<&str>, "'count(*) AS events'"),
     window_origin: default!(Option<TimestampWithTimeZone>, "'1970-01-01 00:00:00+00'"),
+    watermark_lag: default!(Option<Interval>, "NULL"),
+    idle_timeout: default!(Option<Interval>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let null = |argument| EtError::NullArgument { function: F, argument };
@@ -215,6 +217,8 @@ fn create_pipeline(
     // Window and lateness.
     let size_us = duration("window_size", window_size, false);
     let lateness_us = duration("allowed_lateness", allowed_lateness, true);
+    let watermark_lag_us = watermark_lag.map(|v| duration("watermark_lag", v, true));
+    let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
     if !window_origin.is_finite() {
         invalid("window_origin must be finite", None).raise()
     }
@@ -306,13 +310,15 @@ fn create_pipeline(
         window: StoredWindow::Tumbling { size_us, origin_us },
         lateness_us,
         aggregates: resolved,
+        watermark_lag_us,
+        idle_timeout_us,
     };
     let definition = serde_json::to_string(&stored).expect("definition serializes");
     let key_names: Vec<String> = stored.keys.iter().map(|k| k.name.clone()).collect();
     let id = Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
-         window_origin, allowed_lateness, aggregates, definition) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb) RETURNING id",
+         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13) RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -325,6 +331,8 @@ fn create_pipeline(
             allowed_lateness.into(),
             aggregates_text.into(),
             definition.as_str().into(),
+            watermark_lag.into(),
+            idle_timeout.into(),
         ],
     )
     .expect("catalog insert")
@@ -394,6 +402,7 @@ fn drop_pipeline(name: Option<&str>) {
     let p = catalog::load(name);
     let mut stmts = p.def.drop_objects(p.source_exists);
     stmts.push(format!("DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}", p.id));
+    stmts.push(format!("DELETE FROM _eventtime.source WHERE pipeline_id = {}", p.id));
     stmts.push(format!("DELETE FROM _eventtime.pipeline WHERE id = {}", p.id));
     Spi::connect_mut(|client| {
         for stmt in &stmts {

@@ -1,60 +1,163 @@
-//! `eventtime.advance_watermark`: moves a pipeline's watermark forward, fires every window that
-//! ends at or before it and purges every window whose deadline it has reached.
+//! Watermarks. `eventtime.advance_watermark` moves one source's watermark forward,
+//! `eventtime.mark_idle` takes a source out of the minimum, and an ingest statement of a pipeline
+//! with a `watermark_lag` advances the pipeline's `watermark_lag` source. Each then recomputes the
+//! pipeline watermark (the minimum over active sources, never going back; see `core::clock`),
+//! fires every window that ends at or before it and purges every window whose deadline it has
+//! reached.
 //!
 //! Locks, in the order taken:
 //! 1. `EXCLUSIVE` on the pipeline's state table. Ingest statements hold `ROW EXCLUSIVE` on it from
 //!    their start to their commit, so the advance waits for every running ingest transaction, and
 //!    ingest statements that start later queue behind the advance. Readers of the views are not
-//!    blocked.
+//!    blocked. An ingest statement of a pipeline with a watermark lag takes this lock first thing
+//!    (`lock_for_watermark_lag`), so its own advance never upgrades a lock.
 //! 2. The pipeline's catalog row, `FOR UPDATE`. Ingest reads the watermark `FOR SHARE`, so a
 //!    statement whose snapshot predates a committed advance still classifies against the new
-//!    watermark.
+//!    watermark. The row also serializes every change to the pipeline's sources.
 //! After the locks every statement takes a fresh snapshot (READ COMMITTED), so it sees every
 //! ingest transaction that committed while the advance waited: no committed row can be missed by
 //! the firing of its window.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
 
-use crate::pg::catalog;
-use crate::pg::error::EtError;
+use crate::core::clock::{self, SourceClock};
+use crate::core::time;
+use crate::pg::catalog::{self, Pipeline};
+use crate::pg::error::{invalid, EtError};
 
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
-fn advance_watermark(
-    pipeline: Option<&str>,
-    watermark: Option<TimestampWithTimeZone>,
-) -> TableIterator<
-    'static,
-    (name!(windows_fired, i64), name!(windows_purged, i64), name!(watermark, Option<TimestampWithTimeZone>)),
-> {
-    const F: &str = "eventtime.advance_watermark";
-    let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
-    let new = watermark.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "watermark" }.raise());
-    let p = catalog::load(name);
+/// The source of the two-argument `advance_watermark`.
+pub const DEFAULT_SOURCE: &str = "default";
+/// The source that ingest statements advance when the pipeline has a watermark lag.
+pub const LAG_SOURCE: &str = "watermark_lag";
+
+type Outcome = (i64, i64, Option<TimestampWithTimeZone>);
+
+enum Change<'a> {
+    /// `source` says its event time has reached `to`. `quiet` leaves out the NOTICE for a
+    /// watermark that is not ahead (the lag source, advanced by every ingest statement).
+    Advance { source: &'a str, to: TimestampWithTimeZone, quiet: bool },
+    /// `source` stops counting until it advances again.
+    MarkIdle { source: &'a str },
+}
+
+fn tstz(micros: i64) -> TimestampWithTimeZone {
+    TimestampWithTimeZone::try_from(micros).expect("saturated instants are valid timestamptz")
+}
+
+fn require_read_committed(pipeline: &str, function: &'static str) {
     // SAFETY: XactIsoLevel is a plain global of the backend, read on the backend's own thread.
     let iso = unsafe { pg_sys::XactIsoLevel };
     if iso != pg_sys::XACT_READ_COMMITTED as i32 {
-        EtError::WrongIsolation { function: F, pipeline: name.to_string() }.raise()
+        EtError::WrongIsolation { function, pipeline: pipeline.to_string() }.raise()
     }
-    let (fired, purged, now) = Spi::connect_mut(|client| {
-        client
-            .update(format!("LOCK TABLE {} IN EXCLUSIVE MODE", p.def.table("state")).as_str(), None, &[])
-            .expect("state lock");
+}
+
+fn lock_state(client: &mut SpiClient<'_>, p: &Pipeline) {
+    client
+        .update(format!("LOCK TABLE {} IN EXCLUSIVE MODE", p.def.table("state")).as_str(), None, &[])
+        .expect("state lock");
+}
+
+/// The sources of a pipeline and the processing time to judge them at.
+pub(crate) fn sources(client: &SpiClient<'_>, pipeline_id: i32) -> (Vec<SourceClock>, i64) {
+    let now = client
+        .select("SELECT now()", None, &[])
+        .expect("now")
+        .first()
+        .get::<TimestampWithTimeZone>(1)
+        .expect("now")
+        .expect("now")
+        .into_inner();
+    let list = client
+        .select(
+            "SELECT name, watermark, advanced_at, marked_idle FROM _eventtime.source WHERE pipeline_id = $1 ORDER BY name",
+            None,
+            &[pipeline_id.into()],
+        )
+        .expect("sources read")
+        .map(|r| SourceClock {
+            name: r.get::<String>(1).expect("name").expect("name"),
+            watermark: r.get::<TimestampWithTimeZone>(2).expect("watermark").expect("watermark").into_inner(),
+            advanced_at: r.get::<TimestampWithTimeZone>(3).expect("advanced_at").expect("advanced_at").into_inner(),
+            marked_idle: r.get::<bool>(4).expect("marked_idle").expect("marked_idle"),
+        })
+        .collect();
+    (list, now)
+}
+
+/// Applies a change to one source, then moves the pipeline watermark to what its sources allow,
+/// firing and purging on the way. Returns windows fired, windows purged and the pipeline
+/// watermark in force.
+fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
+    let name = p.def.name.as_str();
+    Spi::connect_mut(|client| {
+        lock_state(client, p);
         let current = client
             .update("SELECT watermark FROM _eventtime.pipeline WHERE id = $1 FOR UPDATE", None, &[p.id.into()])
             .expect("catalog lock")
             .first()
             .get::<TimestampWithTimeZone>(1)
             .expect("watermark");
-        if let Some(cur) = current {
-            if new <= cur {
-                pgrx::notice!(
-                    "watermark {new} is not ahead of the watermark {cur} of pipeline \"{name}\": nothing changed"
-                );
-                return (0, 0, Some(cur));
+        match change {
+            Change::Advance { source, to, quiet } => {
+                let mine = client
+                    .select(
+                        "SELECT watermark FROM _eventtime.source WHERE pipeline_id = $1 AND name = $2",
+                        None,
+                        &[p.id.into(), source.into()],
+                    )
+                    .expect("source read");
+                let mine = if mine.is_empty() { None } else { mine.first().get::<TimestampWithTimeZone>(1).expect("watermark") };
+                match mine {
+                    Some(m) if to <= m => {
+                        if !quiet {
+                            pgrx::notice!(
+                                "watermark {to} is not ahead of the watermark {m} of source \"{source}\" of pipeline \"{name}\": nothing changed"
+                            );
+                        }
+                    }
+                    _ => {
+                        client
+                            .update(
+                                "INSERT INTO _eventtime.source AS s (pipeline_id, name, watermark, advanced_at) \
+                                 VALUES ($1, $2, $3, now()) ON CONFLICT (pipeline_id, name) DO UPDATE \
+                                 SET watermark = excluded.watermark, advanced_at = excluded.advanced_at, marked_idle = false",
+                                None,
+                                &[p.id.into(), source.into(), to.into()],
+                            )
+                            .expect("source advance");
+                        if let Some(c) = current {
+                            if to < c && !quiet {
+                                pgrx::notice!(
+                                    "source \"{source}\" of pipeline \"{name}\" is at {to}, behind the pipeline watermark {c}: the pipeline watermark stays until the source passes it"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            Change::MarkIdle { source } => {
+                let found = client
+                    .update(
+                        "UPDATE _eventtime.source SET marked_idle = true WHERE pipeline_id = $1 AND name = $2 RETURNING 1",
+                        None,
+                        &[p.id.into(), source.into()],
+                    )
+                    .expect("mark idle");
+                if found.is_empty() {
+                    EtError::UnknownSource { pipeline: name.to_string(), source: source.to_string() }.raise()
+                }
             }
         }
+        let (list, now) = sources(client, p.id);
+        let cur = current.map(|c| c.into_inner());
+        let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else { return (0, 0, current) };
+        if cur.is_some_and(|c| new <= c) {
+            return (0, 0, current);
+        }
+        let new = tstz(new);
         client
             .update("UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1", None, &[p.id.into(), new.into()])
             .expect("watermark update");
@@ -74,6 +177,122 @@ fn advance_watermark(
             .expect("purged")
             .unwrap_or(0);
         (fired, purged, Some(new))
-    });
-    TableIterator::once((fired, purged, now))
+    })
+}
+
+/// A source name as given by the user: any text but empty (names are values, never SQL).
+fn source_name<'a>(function: &'static str, source: Option<&'a str>) -> &'a str {
+    let source = source.unwrap_or_else(|| EtError::NullArgument { function, argument: "source" }.raise());
+    if source.is_empty() {
+        invalid(
+            "source name must not be empty",
+            Some(&format!("Name the source of the watermark, such as a partition; the two-argument form uses \"{DEFAULT_SOURCE}\".")),
+        )
+        .raise()
+    }
+    source
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn advance_watermark(
+    pipeline: Option<&str>,
+    watermark: Option<TimestampWithTimeZone>,
+    source: default!(Option<&str>, "'default'"),
+) -> TableIterator<
+    'static,
+    (name!(windows_fired, i64), name!(windows_purged, i64), name!(watermark, Option<TimestampWithTimeZone>)),
+> {
+    const F: &str = "eventtime.advance_watermark";
+    let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
+    let to = watermark.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "watermark" }.raise());
+    let source = source_name(F, source);
+    let p = catalog::load(name);
+    require_read_committed(name, F);
+    TableIterator::once(apply(&p, Change::Advance { source, to, quiet: false }))
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn mark_idle(
+    pipeline: Option<&str>,
+    source: Option<&str>,
+) -> TableIterator<
+    'static,
+    (name!(windows_fired, i64), name!(windows_purged, i64), name!(watermark, Option<TimestampWithTimeZone>)),
+> {
+    const F: &str = "eventtime.mark_idle";
+    let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
+    let source = source_name(F, source);
+    let p = catalog::load(name);
+    require_read_committed(name, F);
+    TableIterator::once(apply(&p, Change::MarkIdle { source }))
+}
+
+#[pg_schema]
+mod _eventtime {
+    use super::*;
+
+    /// First thing an ingest statement of a pipeline with a watermark lag does: take the lock its
+    /// advance needs (see the module comment).
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn lock_for_watermark_lag(pipeline_id: i32) {
+        let p = catalog::load_by_id(pipeline_id);
+        require_read_committed(&p.def.name, "an ingest statement");
+        Spi::connect_mut(|client| lock_state(client, &p));
+    }
+
+    /// Last thing an ingest statement of a pipeline with a watermark lag does: advance the
+    /// `watermark_lag` source to the greatest event time of the statement minus the lag.
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn advance_by_watermark_lag(pipeline_id: i32, max_event_time: Option<TimestampWithTimeZone>) {
+        let Some(max) = max_event_time else { return };
+        let p = catalog::load_by_id(pipeline_id);
+        let Some(lag) = p.def.watermark_lag else { return };
+        let to = tstz(time::add(max.into_inner(), -lag));
+        apply(&p, Change::Advance { source: LAG_SOURCE, to, quiet: true });
+    }
+
+    /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why), and
+    /// whether the pipeline watermark waits for it.
+    #[pg_extern(stable, parallel_safe)]
+    fn source_status() -> TableIterator<
+        'static,
+        (
+            name!(pipeline, String),
+            name!(source, String),
+            name!(watermark, TimestampWithTimeZone),
+            name!(advanced_at, TimestampWithTimeZone),
+            name!(idle, bool),
+            name!(idle_reason, Option<String>),
+            name!(holding_back, bool),
+        ),
+    > {
+        let ids: Vec<(i32, String)> = Spi::connect(|client| {
+            client
+                .select("SELECT id, name FROM _eventtime.pipeline ORDER BY name", None, &[])
+                .expect("catalog read")
+                .map(|r| (r.get::<i32>(1).unwrap().unwrap(), r.get::<String>(2).unwrap().unwrap()))
+                .collect()
+        });
+        let mut rows = Vec::new();
+        for (id, name) in ids {
+            let p = catalog::load(&name);
+            let (list, now) = Spi::connect(|client| sources(&client, id));
+            let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout).iter().map(|s| s.name.clone()).collect();
+            for s in &list {
+                let idle = s.idle(now, p.idle_timeout);
+                rows.push((
+                    name.clone(),
+                    s.name.clone(),
+                    tstz(s.watermark),
+                    tstz(s.advanced_at),
+                    idle != clock::Idle::Active,
+                    idle.as_str().map(String::from),
+                    holding.contains(&s.name),
+                ));
+            }
+        }
+        TableIterator::new(rows)
+    }
 }

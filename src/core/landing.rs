@@ -29,6 +29,35 @@ impl Landing {
     }
 }
 
+/// Where a window is in its life under watermark `w` (`None` before the first advance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowState {
+    /// `w < end`: rows join the state and the main firing is still to come.
+    Open,
+    /// `end <= w < deadline`: version 1 is written; rows still join and write new versions.
+    Fired,
+    /// `w >= deadline`: the state is gone; rows go to refused rows.
+    Purged,
+}
+
+impl WindowState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowState::Open => "open",
+            WindowState::Fired => "fired",
+            WindowState::Purged => "purged",
+        }
+    }
+}
+
+pub fn window_state(window_end: Micros, lateness: i64, watermark: Option<Micros>) -> WindowState {
+    match watermark {
+        Some(w) if w >= deadline(window_end, lateness) => WindowState::Purged,
+        Some(w) if w >= window_end => WindowState::Fired,
+        _ => WindowState::Open,
+    }
+}
+
 /// The deadline of a window: the watermark at which its state is purged and rows are refused.
 pub fn deadline(window_end: Micros, lateness: i64) -> Micros {
     time::add(window_end, lateness)
@@ -99,6 +128,25 @@ mod tests {
     fn deadline_saturates() {
         assert_eq!(deadline(INFINITY, HOUR), INFINITY);
         assert_eq!(deadline(crate::core::time::MAX_FINITE - 1, HOUR), INFINITY);
+    }
+
+    #[test]
+    fn window_states_follow_the_landing_rule() {
+        let end = oct(30, 0, 0);
+        assert_eq!(window_state(end, HOUR, None), WindowState::Open);
+        assert_eq!(window_state(end, HOUR, Some(end - 1)), WindowState::Open);
+        assert_eq!(window_state(end, HOUR, Some(end)), WindowState::Fired);
+        assert_eq!(window_state(end, HOUR, Some(end + HOUR)), WindowState::Purged);
+        assert_eq!(window_state(end, 0, Some(end)), WindowState::Purged);
+        // A row's landing and its window's state agree at every watermark.
+        for w in [end - 1, end, end + HOUR - 1, end + HOUR] {
+            let expected = match window_state(end, HOUR, Some(w)) {
+                WindowState::Open => Landing::Open,
+                WindowState::Fired => Landing::LateFiring,
+                WindowState::Purged => Landing::SideOutput,
+            };
+            assert_eq!(landing(end - 1, end, w, HOUR), expected);
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The pure core: window assignment, the landing rule, the aggregate list and the SQL each
+//! The pure core: window assignment, the landing rule, the pipeline clock from its sources, the aggregate list and the SQL each
 //! pipeline runs. Nothing here touches PostgreSQL, so all of it is tested with plain `#[test]`.
 
 pub mod aggregates;
+pub mod clock;
 pub mod ident;
 pub mod landing;
 pub mod sqlgen;

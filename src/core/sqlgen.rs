@@ -50,6 +50,9 @@ pub struct PipelineDef {
     pub window: WindowSpec,
     pub lateness: i64,
     pub aggs: Vec<ResolvedAgg>,
+    /// With a lag, each ingest statement advances the pipeline's `watermark_lag` source to the
+    /// greatest event time it saw minus the lag, and fires what that makes due.
+    pub watermark_lag: Option<i64>,
 }
 
 /// A fixed duration as an interval literal with no day or month field, so that adding it to a
@@ -274,7 +277,8 @@ impl PipelineDef {
     }
 
     /// The set-based statement run once per ingest statement against the transition table
-    /// `new_rows`. It returns one row: accepted, late, refused, duplicates.
+    /// `new_rows`. It returns one row: accepted, late, refused, duplicates, and the greatest event
+    /// time of the statement.
     pub fn ingest_statement(&self) -> String {
         let (size, late) = (self.size(), self.late());
         let kr = prefix(&self.key_names(Some("r")));
@@ -309,7 +313,7 @@ impl PipelineDef {
                FROM (SELECT n.*, {INTERNAL_SCHEMA}.tumble_start(n.{et}, {size_us}, {origin_us}, {id}) AS {ws} FROM new_rows n OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n\
-             cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids FROM cls),\n",
+             cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et FROM cls),\n",
             id = self.id,
             ws = quote_ident(WINDOW_START_COLUMN),
             ws_name = WINDOW_START_COLUMN,
@@ -390,7 +394,7 @@ impl PipelineDef {
                SELECT {id}, duplicates FROM counts WHERE duplicates > 0\n\
                RETURNING 1\n\
              )\n\
-             SELECT accepted, late, refused, duplicates FROM counts",
+             SELECT accepted, late, refused, duplicates, (SELECT max_et FROM cls_n) FROM counts",
             refused = self.table("refused"),
             ws = quote_ident(WINDOW_START_COLUMN),
             state = self.table("state"),
@@ -409,15 +413,29 @@ impl PipelineDef {
 
     /// The trigger function that runs [`Self::ingest_statement`] for each INSERT or COPY
     /// statement on the source table and hands the counts to `eventtime.ingest`.
+    ///
+    /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
+    /// It takes the state table's EXCLUSIVE lock before anything else, never as an upgrade from
+    /// the ROW EXCLUSIVE lock the ingest statement takes (two ingest transactions upgrading would
+    /// deadlock), and the ingest statement that follows takes a fresh snapshot after it.
     pub fn create_trigger_function(&self) -> String {
+        let (before, after) = match self.watermark_lag {
+            Some(_) => (
+                format!("PERFORM {INTERNAL_SCHEMA}.lock_for_watermark_lag({id});\n", id = self.id),
+                format!("PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time);\n", id = self.id),
+            ),
+            None => (String::new(), String::new()),
+        };
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
              SET search_path = pg_catalog, pg_temp AS $eventtime$\n\
-             DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint;\n\
+             DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
              BEGIN\n\
+             {before}\
              {stmt}\n\
-             INTO n_accepted, n_late, n_refused, n_duplicates;\n\
+             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
              PERFORM {INTERNAL_SCHEMA}.note_counts({id}, n_accepted, n_late, n_refused, n_duplicates);\n\
+             {after}\
              RETURN NULL;\n\
              END\n$eventtime$",
             f = self.trigger_function(),
@@ -537,6 +555,7 @@ mod tests {
             event_id: Some(Column { name: "order_id".into(), type_name: "bigint".into() }),
             window: WindowSpec::Tumbling { size: 86_400_000_000, origin: -946_684_800_000_000 },
             lateness: 86_400_000_000,
+            watermark_lag: None,
             aggs: vec![
                 ResolvedAgg {
                     spec: AggSpec { func: AggFunc::Count, arg: None, alias: "orders".into() },

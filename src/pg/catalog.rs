@@ -32,6 +32,13 @@ pub struct StoredDefinition {
     pub window: StoredWindow,
     pub lateness_us: i64,
     pub aggregates: Vec<ResolvedAgg>,
+    /// Bounded out-of-orderness: ingest advances the source `watermark_lag` to the greatest
+    /// event time seen minus this.
+    #[serde(default)]
+    pub watermark_lag_us: Option<i64>,
+    /// Processing time after which a source that has not advanced stops counting.
+    #[serde(default)]
+    pub idle_timeout_us: Option<i64>,
 }
 
 impl StoredDefinition {
@@ -50,6 +57,7 @@ impl StoredDefinition {
             },
             lateness: self.lateness_us,
             aggs: self.aggregates.clone(),
+            watermark_lag: self.watermark_lag_us,
         }
     }
 }
@@ -61,6 +69,16 @@ pub struct Pipeline {
     /// False when the source table was dropped after the pipeline was created.
     pub source_exists: bool,
     pub source_oid: pg_sys::Oid,
+    pub idle_timeout: Option<i64>,
+}
+
+/// Reads a pipeline by id; the pipeline exists (the caller holds its id from a trigger or the
+/// catalog).
+pub fn load_by_id(id: i32) -> Pipeline {
+    let name = Spi::get_one_with_args::<String>("SELECT name FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
+        .expect("catalog read")
+        .unwrap_or_else(|| EtError::UnknownPipeline { name: format!("#{id}") }.raise());
+    load(&name)
 }
 
 /// Reads a pipeline by name, or raises 42704.
@@ -95,7 +113,7 @@ pub fn load(name: &str) -> Pipeline {
     let stored: StoredDefinition = serde_json::from_str(&definition).expect("catalog definition is written by create_pipeline");
     let source_exists = source.is_some();
     let def = stored.to_def(id, name, source.unwrap_or_default(), view_schema, event_time);
-    Pipeline { id, def, source_exists, source_oid }
+    Pipeline { id, def, source_exists, source_oid, idle_timeout: stored.idle_timeout_us }
 }
 
 /// The name and event-time column of a pipeline by id, for the row errors raised where only the

@@ -9,6 +9,8 @@ use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 pub enum EtError {
     /// 42704: no pipeline has that name.
     UnknownPipeline { name: String },
+    /// 42704: the pipeline has no source of that name.
+    UnknownSource { pipeline: String, source: String },
     /// 42710: a pipeline with that name exists.
     DuplicatePipeline { name: String },
     /// 22004: a required argument is NULL.
@@ -51,6 +53,7 @@ impl EtError {
         use PgSqlErrorCode::*;
         match self {
             UnknownPipeline { .. } => ERRCODE_UNDEFINED_OBJECT,
+            UnknownSource { .. } => ERRCODE_UNDEFINED_OBJECT,
             DuplicatePipeline { .. } => ERRCODE_DUPLICATE_OBJECT,
             NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             InvalidParameter { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
@@ -75,6 +78,7 @@ impl EtError {
         use EtError::*;
         match self {
             UnknownPipeline { name } => format!("pipeline \"{name}\" does not exist"),
+            UnknownSource { pipeline, source } => format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist"),
             DuplicatePipeline { name } => format!("pipeline \"{name}\" already exists"),
             NullArgument { function, argument } => format!("argument \"{argument}\" of {function} must not be NULL"),
             InvalidParameter { message, .. } => message.clone(),
@@ -141,6 +145,10 @@ impl EtError {
         use EtError::*;
         match self {
             UnknownPipeline { .. } => Some("The view eventtime.pipelines lists the existing pipelines.".into()),
+            UnknownSource { .. } => Some(
+                "A source is registered by its first eventtime.advance_watermark(); the view eventtime.sources lists the sources of each pipeline."
+                    .into(),
+            ),
             DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
             InvalidParameter { hint, .. } => hint.clone(),
             UndefinedColumn { hint, .. } => hint.clone(),
@@ -154,6 +162,10 @@ impl EtError {
             WrongObjectType { .. } => Some("The source of a pipeline must be a table that ingestion inserts into.".into()),
             NullEventTime { .. } => Some("Give the row an event time, or leave it out of the statement.".into()),
             EventTimeOutOfRange { infinite: true, .. } => Some("Event times must be finite.".into()),
+            WrongIsolation { function: "an ingest statement", .. } => Some(
+                "The pipeline has a watermark_lag, so each ingest statement advances the watermark and fires windows; ingest at READ COMMITTED."
+                    .into(),
+            ),
             WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),
             SourceGone { .. } => Some("Drop the pipeline with eventtime.drop_pipeline().".into()),
             ReadOnly { .. } => Some("Only the pipeline writes here; drop the pipeline to remove it.".into()),

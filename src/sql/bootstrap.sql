@@ -19,6 +19,8 @@ CREATE TABLE _eventtime.pipeline (
     window_size      interval NOT NULL,
     window_origin    timestamptz NOT NULL,
     allowed_lateness interval NOT NULL,
+    watermark_lag    interval,
+    idle_timeout     interval,
     aggregates       text NOT NULL,
     definition       jsonb NOT NULL,
     watermark        timestamptz,
@@ -26,6 +28,23 @@ CREATE TABLE _eventtime.pipeline (
 );
 COMMENT ON TABLE _eventtime.pipeline IS
   'One row per pipeline: the arguments of create_pipeline, the definition resolved from them, and the watermark in force.';
+
+-- The watermark of each source of a pipeline. The pipeline watermark (in _eventtime.pipeline) is
+-- the minimum over the sources that are not idle, and never goes back. A source is registered by
+-- its first advance; 'default' is the source of the two-argument advance_watermark, and
+-- 'watermark_lag' the one ingest statements advance when the pipeline has a watermark_lag.
+-- Rows go with their pipeline (drop_pipeline deletes them); there is no foreign key, so that
+-- pg_dump may restore the catalog tables in any order.
+CREATE TABLE _eventtime.source (
+    pipeline_id integer NOT NULL,
+    name        text NOT NULL,
+    watermark   timestamptz NOT NULL,
+    advanced_at timestamptz NOT NULL,
+    marked_idle boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (pipeline_id, name)
+);
+COMMENT ON TABLE _eventtime.source IS
+  'One row per source of a pipeline: its own forward-only watermark, when it last advanced, and whether mark_idle took it out of the minimum.';
 
 -- Duplicates leave no row anywhere else, so their counts are kept here, one row per ingest
 -- statement that saw any (an insert, not an update: concurrent ingest never contends here).
@@ -38,3 +57,4 @@ CREATE INDEX ON _eventtime.duplicate_counts (pipeline_id);
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.pipeline', '');
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.pipeline_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.duplicate_counts', '');
+SELECT pg_catalog.pg_extension_config_dump('_eventtime.source', '');

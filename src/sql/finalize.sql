@@ -10,6 +10,8 @@ SELECT p.name,
        p.window_size,
        p.window_origin,
        p.allowed_lateness,
+       p.watermark_lag,
+       p.idle_timeout,
        p.aggregates,
        p.watermark,
        c.open_windows,
@@ -25,13 +27,34 @@ CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline: its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz) IS
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval) IS
   'Creates a tumbling event-time pipeline on a source table: triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
 COMMENT ON FUNCTION eventtime.ingest(text, jsonb) IS
   'Inserts a JSON object or array of objects into the pipeline''s source table and returns how many (row, window) pairs were accepted, late, refused and duplicates.';
-COMMENT ON FUNCTION eventtime.advance_watermark(text, timestamptz) IS
-  'Moves the pipeline watermark forward: fires every window ending at or before it (version 1, sealed) and purges every window whose deadline it has reached.';
+COMMENT ON FUNCTION eventtime.advance_watermark(text, timestamptz, text) IS
+  'Moves the watermark of one source forward (default: the source "default"); the pipeline watermark, the minimum over active sources, then fires every window ending at or before it (version 1, sealed) and purges every window whose deadline it has reached.';
+COMMENT ON FUNCTION eventtime.mark_idle(text, text) IS
+  'Leaves a source out of the pipeline watermark until it advances again, and fires what the other sources then allow.';
 COMMENT ON FUNCTION eventtime.landing(timestamptz, timestamptz, timestamptz, interval) IS
   'The landing rule: other-window, open, late-firing or side-output for a row''s event time, a window end, a watermark and an allowed lateness.';
+
+CREATE VIEW eventtime.sources AS
+SELECT pipeline, source, watermark, advanced_at, idle, idle_reason, holding_back
+FROM _eventtime.source_status();
+
+COMMENT ON VIEW eventtime.sources IS
+  'One row per source of each pipeline: its watermark, when it last advanced, whether it is idle (marked, or past the idle_timeout) and whether the pipeline watermark is waiting for it.';
+
+-- The key values are VARIADIC text, so that any number of keys of any type can be given as
+-- literals; the Rust function casts each to its key column's type.
+CREATE FUNCTION eventtime.explain(pipeline text, event_time timestamptz, VARIADIC key text[] DEFAULT '{}')
+RETURNS TABLE (window_start timestamptz, window_end timestamptz, deadline timestamptz, state text,
+               rows_in_state bigint, latest_version integer, watermark timestamptz, landing text,
+               held_back_by text[], explanation text)
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
+
+COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
+  'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, and the sources the watermark waits for.';
