@@ -58,3 +58,22 @@ SELECT name, watermark, open_windows, state_rows, firings, refused, duplicates F
 \echo '--- the landing rule for order 8841 under three watermarks'
 SELECT w AS watermark, eventtime.landing('2026-10-29 18:02+00', '2026-10-30 00:00+00', w, '24 hours') AS landing
 FROM unnest(ARRAY['2026-10-29 20:00+00', '2026-10-30 12:00+00', '2026-11-01 00:00+00']::timestamptz[]) w;
+
+-- From 1 November two Kafka partitions feed the pipeline, each with its own watermark. The job
+-- that advanced the watermark so far (the source "default") hands over and is marked idle.
+SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-01 00:00+00', source => 'kafka-0');
+SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-01 00:00+00', source => 'kafka-1');
+SELECT * FROM eventtime.mark_idle('orders_daily', 'default');
+INSERT INTO orders VALUES (9100, 'web', 30, '2026-11-01 15:00+00'), (9101, 'north', 12, '2026-11-01 16:30+00');
+-- kafka-0 is already in 2 November; kafka-1 is slow.
+SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-02 06:00+00', source => 'kafka-0');
+SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-01 20:00+00', source => 'kafka-1');
+\echo '--- why has 1 November not closed? the clock to read is the slowest partition'
+SELECT source, watermark, idle, idle_reason, holding_back FROM eventtime.sources
+WHERE pipeline = 'orders_daily' ORDER BY source;
+SELECT window_start, window_end, state, rows_in_state, watermark, landing, held_back_by
+FROM eventtime.explain('orders_daily', '2026-11-01 15:00+00', 'web');
+-- kafka-1 catches up: 1 November fires.
+SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-02 01:00+00', source => 'kafka-1');
+SELECT store, window_start, version, kind, orders, revenue FROM orders_daily_history
+WHERE window_start = '2026-11-01' ORDER BY store;
