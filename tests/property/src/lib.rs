@@ -4,7 +4,12 @@
 //! after every step, what the extension publishes is compared with an independent model of
 //! SPEC §2-3 (see `model`). The seed comes from PROPERTY_SEED and is printed, and every failure
 //! message names it, so that any failure can be replayed.
+//!
+//! `backfill` checks a metamorphic property instead of a model: one stored event log over three
+//! watermark sources, fed live (a statement per row) and as a backfill (a statement per
+//! pipeline watermark), publishes the same results once the live late versions are collapsed.
 
+pub mod backfill;
 pub mod config;
 pub mod db;
 pub mod model;

@@ -1,7 +1,7 @@
 //! The property test proper; see the crate documentation. Each test uses its own database, so
 //! they run in parallel.
 
-use eventtime_property::{config, scenario, seed, worked_example};
+use eventtime_property::{backfill, config, scenario, seed, worked_example};
 
 #[test]
 fn keyed_hourly_with_null_keys_and_event_ids() {
@@ -21,4 +21,9 @@ fn quoted_names_daily_with_origin() {
 #[test]
 fn spec_worked_example() {
     worked_example::run(seed());
+}
+
+#[test]
+fn backfill_equals_live() {
+    backfill::run(seed());
 }

@@ -1,0 +1,807 @@
+//! Backfill equals live: replaying a stored event log in big statements, with the watermark
+//! advances back to back, publishes what the live feed published, once the live feed's extra
+//! late versions are collapsed.
+//!
+//! The log. From the seed, an ordered list of steps over three sources `p0`, `p1`, `p2`:
+//! `Deliver(source, rows)` (1 to 8 rows with event times near that source's clock or the
+//! pipeline watermark: open, late within the grace, beyond the grace, on window boundaries, and
+//! redeliveries, exact copies of earlier rows with the same event id), `Advance(source, t)`
+//! (mostly forward, sometimes a big jump that races ahead of the other sources, sometimes not
+//! ahead: a no-op) and now and then `MarkIdle(source)` of a registered source. The log ends with
+//! every source advancing to `'infinity'`, so every window fires and every state row is purged.
+//!
+//! An independent model of the clocks (each source's forward-only watermark; the pipeline
+//! watermark is the minimum over the sources not marked idle, and never goes back) tells, for
+//! each Advance and MarkIdle, the pipeline watermark it leaves, and whether it moves it.
+//!
+//! The same log feeds three pipelines with the same definition (1-hour windows, 30 minutes of
+//! allowed lateness, key `k`, event id `id`, `count(*)`, `sum(amount)`, `max(amount)`, an
+//! `idle_timeout` of one hour that the few seconds of the test never reach), each on its own
+//! table of the same columns:
+//! - `live`: every step in log order; each row of a Deliver is a single-row `INSERT`; each
+//!   Advance and MarkIdle is a call of its own; `pg_sleep` now and then, so processing time passes.
+//! - `per_run`: each run of consecutive Deliver steps between two Advance/MarkIdle steps is one
+//!   statement (a multi-row `INSERT` or a `COPY`); each Advance and MarkIdle a call of its own.
+//! - `backfill`: every Deliver between two steps that move the pipeline watermark is one statement
+//!   (`INSERT` or `COPY`); the Advance and MarkIdle steps in between are sent back to back, several
+//!   in one round trip (one transaction). The steps that do not move the pipeline watermark
+//!   (a source that is not the slowest, a no-op) do not split the statement: nothing a row's
+//!   landing depends on changed, and a backfill job that replays a log has no reason to stop there.
+//!   Split there, as `per_run` is, two statements under the same pipeline watermark would each
+//!   write a late version with that watermark, which the (kind, watermark) collapse below cannot
+//!   tell from two live rows: `per_run` is compared only after collapsing its history too.
+//!
+//! Why they must agree. A row's landing depends only on its window and the pipeline watermark in
+//! force when its statement starts (SPEC §2-3), and the pipeline watermark is a function of the
+//! sequence of Advance and MarkIdle steps alone (the idle timeout never fires here). Every row is
+//! delivered under the same pipeline watermark in the three feeds, so it lands the same way:
+//! the same rows are accepted, refused and found duplicate, and each advance finds the same
+//! window state, so it fires and purges the same windows with the same values. What differs is
+//! the statement grouping, and SPEC §3 writes one late version per statement that adds a row to
+//! a fired window: where `live` writes one version per late row, `backfill` writes one version
+//! per window for all the late rows of the same pipeline watermark. Those live versions are
+//! consecutive, all of kind `late` and with that same watermark (the pipeline watermark never
+//! goes back, so a watermark is never in force twice), and the last of them holds the state
+//! after every one of those rows: exactly the backfill's single version. Hence, exactly:
+//! 1. the refused rows are the same multiset (every column but `refused_at`; the tables have
+//!    the same columns, so `row` is the same jsonb);
+//! 2. history: for each window, take the live versions in order, group consecutive versions with
+//!    the same (kind, watermark), keep the last of each group and renumber 1..n: the result is
+//!    the backfill history (version, kind, aggregates, watermark; `fired_at` differs, and
+//!    `sealed` is version = 1). The same holds for `per_run`, and the backfill history is
+//!    already collapsed. So version 1 of every window that had rows at its main firing (kind
+//!    `main`) is the same sealed row in all three;
+//! 3. `_latest` has the same windows with the same kind, aggregates and watermark (not the same
+//!    version number, so not the same `sealed` either). In `eventtime.pipelines`, `refused` and
+//!    `duplicates` are equal (both are counted per (row, window) pair, and the same pairs are
+//!    refused or found duplicate), and
+//!    `firings` is each pipeline's count of history rows: live >= per_run >= backfill, equal to
+//!    the collapsed count for the backfill;
+//! 4. every Advance and MarkIdle returns the same (windows fired, windows purged, watermark) in
+//!    the three feeds, the watermark being the model's; after `'infinity'`, no state rows remain.
+//!
+//! What legitimately differs, and is not compared: version numbers beyond 1 and `fired_at`;
+//! `firings`; and version 1 of a window that had no rows at its main firing (kind `late`): it is
+//! written by the first statement that brings the window a row, so it holds one live row but all
+//! the rows of that watermark in the backfill. Its kind, watermark and latest values still agree.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use postgres::Client;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::db::{self, Row};
+use crate::values::{decimal, quote_literal, ts_key, ts_text, utc, Val, HOUR, INFINITY, MINUTE, SECOND};
+
+const DB: &str = "eventtime_property_backfill";
+/// The RNG streams of this test: the log, and the backfill's choice of INSERT or COPY.
+const STREAM_LOG: u64 = 4;
+const STREAM_REPLAY: u64 = 5;
+const SOURCES: [&str; 3] = ["p0", "p1", "p2"];
+const KEYS: [&str; 3] = ["a", "b", "c"];
+const SIZE: i64 = HOUR;
+const LATENESS: i64 = 30 * MINUTE;
+/// Steps before the final advances to infinity.
+const STEPS: usize = 220;
+const COLUMNS: &str = "id, src, k, amount, at";
+
+#[derive(Clone, Debug)]
+pub enum Step {
+    Deliver { source: usize, rows: Vec<Vec<Val>> },
+    Advance { source: usize, to: i64 },
+    MarkIdle { source: usize },
+}
+
+impl Step {
+    fn describe(&self) -> String {
+        match self {
+            Step::Deliver { source, rows } => format!("Deliver({}, {} rows)", SOURCES[*source], rows.len()),
+            Step::Advance { source, to } => format!("Advance({}, {})", SOURCES[*source], ts_text(*to)),
+            Step::MarkIdle { source } => format!("MarkIdle({})", SOURCES[*source]),
+        }
+    }
+}
+
+/// The clocks as SPEC and `core::clock` describe them: a forward-only watermark per source,
+/// registered by its first advance; the pipeline watermark is the minimum over the sources not
+/// marked idle, never going back, and stays when every source is idle.
+#[derive(Default, Clone)]
+struct Clocks {
+    /// (watermark, marked idle) of each registered source.
+    sources: [Option<(i64, bool)>; 3],
+    pipeline: Option<i64>,
+}
+
+impl Clocks {
+    /// Applies an Advance or MarkIdle; returns whether the pipeline watermark moved.
+    fn apply(&mut self, step: &Step) -> bool {
+        match *step {
+            Step::Advance { source, to } => match self.sources[source] {
+                // Not ahead of the source's own watermark: nothing changes, idleness included.
+                Some((w, _)) if to <= w => {}
+                _ => self.sources[source] = Some((to, false)),
+            },
+            Step::MarkIdle { source } => {
+                let s = self.sources[source].as_mut().expect("only registered sources are marked idle");
+                s.1 = true;
+            }
+            Step::Deliver { .. } => return false,
+        }
+        let min = self.sources.iter().flatten().filter(|s| !s.1).map(|s| s.0).min();
+        let new = match (self.pipeline, min) {
+            (Some(c), Some(m)) => Some(c.max(m)),
+            (c, m) => c.or(m),
+        };
+        let moved = new != self.pipeline;
+        self.pipeline = new;
+        moved
+    }
+}
+
+/// The stored event log, with what the model says of each step.
+struct Log {
+    steps: Vec<Step>,
+    /// The pipeline watermark after each step.
+    watermarks: Vec<Option<i64>>,
+    /// Whether each step moved the pipeline watermark (never a Deliver).
+    moves: Vec<bool>,
+}
+
+struct Generator {
+    rng: ChaCha8Rng,
+    clocks: Clocks,
+    start: i64,
+    next_id: i64,
+    /// Every row delivered so far, for redeliveries.
+    sent: Vec<Vec<Val>>,
+}
+
+fn window_start(t: i64) -> i64 {
+    t.div_euclid(SIZE) * SIZE
+}
+
+impl Generator {
+    /// The pipeline watermark, or where event time starts before the first advance.
+    fn reference(&self) -> i64 {
+        self.clocks.pipeline.filter(|&w| w != INFINITY).unwrap_or(self.start)
+    }
+
+    /// Where `source` is: its own watermark, or the pipeline's before it registers.
+    fn clock(&self, source: usize) -> i64 {
+        self.sources_watermark(source).filter(|&w| w != INFINITY).unwrap_or_else(|| self.reference())
+    }
+
+    fn sources_watermark(&self, source: usize) -> Option<i64> {
+        self.clocks.sources[source].map(|s| s.0)
+    }
+
+    fn event_time(&mut self, source: usize) -> i64 {
+        let (base, w) = (self.clock(source), self.reference());
+        let e = match self.rng.random_range(0..100) {
+            // Ahead of the source: open, unless the source is behind the pipeline.
+            0..35 => base + self.rng.random_range(0..2 * SIZE),
+            // Around the pipeline watermark: open, late within the grace, or just refused.
+            35..62 => w - self.rng.random_range(0..=SIZE + LATENESS),
+            // Beyond the grace: the window's deadline has passed.
+            62..75 => w - (SIZE + LATENESS) - self.rng.random_range(0..4 * SIZE),
+            // The first or last microsecond of a window near the watermark.
+            _ => {
+                let s = window_start(w) + self.rng.random_range(-2..=1) * SIZE;
+                return if self.rng.random_bool(0.5) { s } else { s + SIZE - 1 };
+            }
+        };
+        if self.rng.random_bool(0.8) { e.div_euclid(SECOND) * SECOND } else { e }
+    }
+
+    fn fresh_row(&mut self, source: usize) -> Vec<Val> {
+        let id = if self.rng.random_range(0..100) < 3 {
+            // Rows without an id are never duplicates, not even of an exact copy.
+            Val::Null
+        } else {
+            self.next_id += 1;
+            Val::Int(self.next_id)
+        };
+        let k = if self.rng.random_range(0..100) < 5 { Val::Null } else { Val::Text(KEYS[self.rng.random_range(0..KEYS.len())].into()) };
+        let amount = if self.rng.random_range(0..100) < 8 {
+            Val::Null
+        } else {
+            Val::Num(decimal(self.rng.random_range(-500..50_000), self.rng.random_range(0..=2)))
+        };
+        vec![id, Val::Text(SOURCES[source].into()), k, amount, Val::Ts(self.event_time(source))]
+    }
+
+    fn deliver(&mut self) -> Step {
+        let source = self.rng.random_range(0..SOURCES.len());
+        let n = self.rng.random_range(1..=8);
+        let mut rows: Vec<Vec<Val>> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let r = self.rng.random_range(0..100);
+            let row = if r < 5 && !rows.is_empty() {
+                rows[self.rng.random_range(0..rows.len())].clone()
+            } else if r < 16 && !self.sent.is_empty() {
+                // Mostly a recent row; sometimes one from long ago, refused by now.
+                let from = if self.rng.random_bool(0.7) { self.sent.len().saturating_sub(40) } else { 0 };
+                self.sent[self.rng.random_range(from..self.sent.len())].clone()
+            } else {
+                self.fresh_row(source)
+            };
+            rows.push(row);
+        }
+        self.sent.extend(rows.iter().cloned());
+        Step::Deliver { source, rows }
+    }
+
+    fn advance(&mut self) -> Step {
+        let source = self.rng.random_range(0..SOURCES.len());
+        let to = match self.sources_watermark(source) {
+            None => match self.clocks.pipeline {
+                None => (self.start + self.rng.random_range(-30 * MINUTE..2 * HOUR)).div_euclid(MINUTE) * MINUTE,
+                // Registers behind the pipeline watermark (which then waits for it), or ahead.
+                Some(w) => (w + self.rng.random_range(-2 * HOUR..HOUR)).div_euclid(MINUTE) * MINUTE,
+            },
+            Some(c) => match self.rng.random_range(0..100) {
+                0..55 => (c + self.rng.random_range(SECOND..75 * MINUTE)).div_euclid(SECOND) * SECOND,
+                // Onto the next window end or deadline, or a microsecond before.
+                55..70 => {
+                    let end = window_start(c) + SIZE;
+                    let b = if self.rng.random_bool(0.5) { end } else { end + LATENESS };
+                    let b = if b <= c { b + SIZE } else { b };
+                    if self.rng.random_bool(0.25) { b - 1 } else { b }
+                }
+                // Racing ahead of the other sources.
+                70..80 => c + self.rng.random_range(3 * HOUR..8 * HOUR),
+                // Not ahead: a no-op.
+                _ => c - self.rng.random_range(0..HOUR).div_euclid(MINUTE) * MINUTE,
+            },
+        };
+        Step::Advance { source, to }
+    }
+
+    fn mark_idle(&mut self) -> Option<Step> {
+        let registered: Vec<usize> = (0..SOURCES.len()).filter(|&s| self.clocks.sources[s].is_some()).collect();
+        if registered.is_empty() {
+            return None;
+        }
+        Some(Step::MarkIdle { source: registered[self.rng.random_range(0..registered.len())] })
+    }
+}
+
+fn generate(seed: u64) -> Log {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(STREAM_LOG);
+    let mut g = Generator { rng, clocks: Clocks::default(), start: utc("2026-05-01 00:00"), next_id: 0, sent: Vec::new() };
+    let mut log = Log { steps: Vec::new(), watermarks: Vec::new(), moves: Vec::new() };
+    let mut push = |g: &mut Generator, step: Step| {
+        let moved = g.clocks.apply(&step);
+        log.steps.push(step);
+        log.watermarks.push(g.clocks.pipeline);
+        log.moves.push(moved);
+    };
+    for _ in 0..STEPS {
+        let step = match g.rng.random_range(0..100) {
+            0..60 => g.deliver(),
+            60..94 => g.advance(),
+            _ => match g.mark_idle() {
+                Some(s) => s,
+                None => g.advance(),
+            },
+        };
+        push(&mut g, step);
+    }
+    let mut order: Vec<usize> = (0..SOURCES.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, g.rng.random_range(0..=i));
+    }
+    for source in order {
+        push(&mut g, Step::Advance { source, to: INFINITY });
+    }
+    assert_eq!(g.clocks.pipeline, Some(INFINITY), "the log ends at watermark infinity");
+    log
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    Live,
+    PerRun,
+    Backfill,
+}
+
+const MODES: [Mode; 3] = [Mode::Live, Mode::PerRun, Mode::Backfill];
+
+impl Mode {
+    fn pipeline(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::PerRun => "per_run",
+            Mode::Backfill => "backfill",
+        }
+    }
+
+    fn table(self) -> String {
+        format!("ev_{}", self.pipeline())
+    }
+}
+
+/// One version of a window, as compared: everything but `fired_at` and `sealed`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Version {
+    version: i64,
+    kind: String,
+    aggregates: Vec<Option<String>>,
+    watermark: String,
+}
+
+/// (k, window start in microseconds).
+type Win = (Option<String>, String);
+type History = BTreeMap<Win, Vec<Version>>;
+
+/// Groups consecutive versions with the same (kind, watermark), keeps the last of each group and
+/// renumbers them 1..n.
+fn collapse(versions: &[Version]) -> Vec<Version> {
+    let mut out: Vec<Version> = Vec::new();
+    for v in versions {
+        match out.last_mut() {
+            Some(last) if last.kind == v.kind && last.watermark == v.watermark => *last = v.clone(),
+            _ => out.push(v.clone()),
+        }
+    }
+    for (i, v) in out.iter_mut().enumerate() {
+        v.version = i as i64 + 1;
+    }
+    out
+}
+
+struct Run {
+    seed: u64,
+    db: Client,
+    /// The backfill's choice of INSERT or COPY per statement.
+    rng: ChaCha8Rng,
+    /// What a statement was doing, for failure messages.
+    at: String,
+}
+
+impl Run {
+    fn ctx(&self) -> String {
+        format!("seed {} (replay with PROPERTY_SEED={}), backfill equals live: {}", self.seed, self.seed, self.at)
+    }
+
+    fn exec(&mut self, sql: &str) {
+        if let Err(e) = self.db.batch_execute(sql) {
+            panic!("{}: statement failed: {}\n{}", self.ctx(), db::describe(&e), sql);
+        }
+    }
+
+    fn rows(&mut self, sql: &str) -> Vec<Row> {
+        match self.db.simple_query(sql) {
+            Ok(msgs) => msgs
+                .into_iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect()),
+                    _ => None,
+                })
+                .collect(),
+            Err(e) => panic!("{}: query failed: {}\n{sql}", self.ctx(), db::describe(&e)),
+        }
+    }
+
+    fn setup(&mut self) {
+        let mut sql = String::new();
+        for mode in MODES {
+            sql += &format!(
+                "CREATE TABLE {t} (id bigint, src text, k text, amount numeric, at timestamptz);
+                 SELECT eventtime.create_pipeline(name => {p}, source => {tl}, event_time => 'at',
+                     window_size => interval '1 hour', key => ARRAY['k'], event_id => 'id',
+                     allowed_lateness => interval '30 minutes',
+                     aggregates => 'count(*) AS n, sum(amount) AS total, max(amount) AS hi',
+                     idle_timeout => interval '1 hour');\n",
+                t = mode.table(),
+                p = quote_literal(mode.pipeline()),
+                tl = quote_literal(&mode.table()),
+            );
+        }
+        self.at = "setup".into();
+        self.exec(&sql);
+    }
+
+    fn control_sql(mode: Mode, step: &Step) -> String {
+        let p = quote_literal(mode.pipeline());
+        let call = match *step {
+            Step::Advance { source, to } => format!(
+                "eventtime.advance_watermark({p}, {}::timestamptz, {})",
+                quote_literal(&ts_text(to)),
+                quote_literal(SOURCES[source])
+            ),
+            Step::MarkIdle { source } => format!("eventtime.mark_idle({p}, {})", quote_literal(SOURCES[source])),
+            Step::Deliver { .. } => unreachable!("a delivery is not a control step"),
+        };
+        format!("SELECT windows_fired::text, windows_purged::text, us(watermark) FROM {call};\n")
+    }
+
+    fn insert(&mut self, mode: Mode, rows: &[Vec<Val>]) {
+        let values: Vec<String> =
+            rows.iter().map(|r| format!("({})", r.iter().map(Val::sql).collect::<Vec<_>>().join(", "))).collect();
+        self.exec(&format!("INSERT INTO {} ({COLUMNS}) VALUES {}", mode.table(), values.join(", ")));
+    }
+
+    fn copy(&mut self, mode: Mode, rows: &[Vec<Val>]) {
+        let mut data = String::new();
+        for r in rows {
+            data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
+            data.push('\n');
+        }
+        let sql = format!("COPY {} ({COLUMNS}) FROM STDIN", mode.table());
+        let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
+            w.write_all(data.as_bytes()).expect("COPY data");
+            w.finish()
+        });
+        if let Err(e) = result {
+            panic!("{}: COPY failed: {}", self.ctx(), db::describe(&e));
+        }
+    }
+
+    /// One statement with every buffered row, a multi-row INSERT or a COPY.
+    fn flush(&mut self, mode: Mode, buffer: &mut Vec<Vec<Val>>) {
+        if buffer.is_empty() {
+            return;
+        }
+        if self.rng.random_bool(0.5) {
+            self.insert(mode, buffer);
+        } else {
+            self.copy(mode, buffer);
+        }
+        buffer.clear();
+    }
+
+    /// Feeds the log to one pipeline; returns what each Advance and MarkIdle returned, in log order.
+    fn replay(&mut self, mode: Mode, log: &Log) -> Vec<Row> {
+        let mut results = Vec::new();
+        let mut buffer: Vec<Vec<Val>> = Vec::new();
+        // Backfill: control steps not sent yet, and how many.
+        let (mut pending, mut pending_n) = (String::new(), 0usize);
+        let mut statements = 0usize;
+        for (i, step) in log.steps.iter().enumerate() {
+            self.at = format!("{} pipeline, step {} of {}: {}", mode.pipeline(), i + 1, log.steps.len(), step.describe());
+            match (mode, step) {
+                (Mode::Live, Step::Deliver { rows, .. }) => {
+                    for r in rows {
+                        self.insert(mode, std::slice::from_ref(r));
+                        statements += 1;
+                        if statements % 7 == 0 {
+                            self.exec("SELECT pg_sleep(0.002)");
+                        }
+                    }
+                }
+                (Mode::Live, _) => {
+                    results.extend(self.rows(&Self::control_sql(mode, step)));
+                    if i % 5 == 0 {
+                        self.exec("SELECT pg_sleep(0.002)");
+                    }
+                }
+                (_, Step::Deliver { rows, .. }) => buffer.extend(rows.iter().cloned()),
+                (Mode::PerRun, _) => {
+                    self.flush(mode, &mut buffer);
+                    results.extend(self.rows(&Self::control_sql(mode, step)));
+                }
+                (Mode::Backfill, _) => {
+                    // Only a step that moves the pipeline watermark ends the statement: the rows
+                    // before it go in first, under the watermark they were delivered under.
+                    if log.moves[i] && !buffer.is_empty() {
+                        if pending_n > 0 {
+                            let got = self.rows(&pending);
+                            assert_eq!(got.len(), pending_n, "{}: one row per control step", self.ctx());
+                            results.extend(got);
+                            (pending, pending_n) = (String::new(), 0);
+                        }
+                        self.flush(mode, &mut buffer);
+                    }
+                    pending += &Self::control_sql(mode, step);
+                    pending_n += 1;
+                }
+            }
+        }
+        self.at = format!("{} pipeline, end of the log", mode.pipeline());
+        if pending_n > 0 {
+            let got = self.rows(&pending);
+            assert_eq!(got.len(), pending_n, "{}: one row per control step", self.ctx());
+            results.extend(got);
+        }
+        self.flush(mode, &mut buffer);
+        results
+    }
+
+    fn history(&mut self, mode: Mode) -> History {
+        let rows = self.rows(&format!(
+            "SELECT k, us(window_start), version::text, kind, n::text, total::text, hi::text, us(watermark) \
+             FROM {}_history",
+            mode.pipeline()
+        ));
+        let mut out: History = BTreeMap::new();
+        for r in rows {
+            let v = Version {
+                version: r[2].as_deref().unwrap().parse().unwrap(),
+                kind: r[3].clone().unwrap(),
+                aggregates: r[4..7].to_vec(),
+                watermark: r[7].clone().unwrap(),
+            };
+            out.entry((r[0].clone(), r[1].clone().unwrap())).or_default().push(v);
+        }
+        for (win, versions) in out.iter_mut() {
+            versions.sort();
+            let numbers: Vec<i64> = versions.iter().map(|v| v.version).collect();
+            let gapless: Vec<i64> = (1..=versions.len() as i64).collect();
+            assert_eq!(numbers, gapless, "{}: {} history of window {win:?} has versions 1..n", self.ctx(), mode.pipeline());
+        }
+        out
+    }
+
+    fn sorted(&mut self, sql: &str) -> Vec<Row> {
+        let mut rows = self.rows(sql);
+        rows.sort();
+        rows
+    }
+
+    /// `_refused`, every column but `refused_at`.
+    fn refused(&mut self, mode: Mode) -> Vec<Row> {
+        self.sorted(&format!(
+            "SELECT k, event_id::text, us(event_time), \"row\"::text, us(window_start), us(window_end), us(deadline), \
+                    us(watermark) FROM {}_refused",
+            mode.pipeline()
+        ))
+    }
+
+    /// `_latest` without its version number, `sealed` (version = 1) and `fired_at`.
+    fn latest(&mut self, mode: Mode) -> Vec<Row> {
+        self.sorted(&format!(
+            "SELECT k, us(window_start), us(window_end), kind, n::text, total::text, hi::text, us(watermark) \
+             FROM {}_latest",
+            mode.pipeline()
+        ))
+    }
+
+    /// `_sealed` without `fired_at`.
+    fn sealed(&mut self, mode: Mode) -> Vec<Row> {
+        self.sorted(&format!(
+            "SELECT k, us(window_start), us(window_end), version::text, kind, n::text, total::text, hi::text, \
+                    us(watermark), sealed::text FROM {}_sealed",
+            mode.pipeline()
+        ))
+    }
+
+    /// (rows in the source table, refused, duplicates, firings, state rows, open windows, watermark).
+    fn counters(&mut self, mode: Mode) -> Row {
+        self.rows(&format!(
+            "SELECT (SELECT count(*) FROM {})::text, refused::text, duplicates::text, firings::text, state_rows::text, \
+                    open_windows::text, us(watermark) FROM eventtime.pipelines WHERE name = {}",
+            mode.table(),
+            quote_literal(mode.pipeline())
+        ))
+        .pop()
+        .unwrap_or_else(|| panic!("{}: no row in eventtime.pipelines for {}", self.ctx(), mode.pipeline()))
+    }
+}
+
+/// Names the first windows whose collapsed history differs from the backfill's.
+fn compare_histories(ctx: &str, name: &str, raw: &History, backfill: &History) {
+    let collapsed: History = raw.iter().map(|(w, v)| (w.clone(), collapse(v))).collect();
+    if &collapsed == backfill {
+        return;
+    }
+    let mut report = String::new();
+    let mut shown = 0;
+    let wins: std::collections::BTreeSet<&Win> = collapsed.keys().chain(backfill.keys()).collect();
+    for w in wins {
+        let (c, b) = (collapsed.get(w), backfill.get(w));
+        if c == b {
+            continue;
+        }
+        shown += 1;
+        if shown > 5 {
+            report += "\n  ...";
+            break;
+        }
+        let show = |vs: Option<&Vec<Version>>| match vs {
+            None => "\n      (no history)".to_string(),
+            Some(vs) => vs
+                .iter()
+                .map(|v| format!("\n      v{} {} {:?} watermark {}", v.version, v.kind, v.aggregates, v.watermark))
+                .collect(),
+        };
+        report += &format!(
+            "\n  window {w:?}\n    {name}:{}\n    {name} collapsed:{}\n    backfill:{}",
+            show(raw.get(w)),
+            show(c),
+            show(b)
+        );
+    }
+    panic!("{ctx}: the {name} history, collapsed, differs from the backfill history{report}");
+}
+
+fn assert_same(ctx: &str, what: &str, name: &str, got: &[Row], backfill: &[Row]) {
+    if got == backfill {
+        return;
+    }
+    let only = |a: &[Row], b: &[Row]| -> String {
+        let mut b = b.to_vec();
+        let mut out = Vec::new();
+        for r in a {
+            match b.iter().position(|x| x == r) {
+                Some(i) => {
+                    b.remove(i);
+                }
+                None => out.push(format!("\n    {r:?}")),
+            }
+        }
+        let n = out.len();
+        out.truncate(8);
+        out.concat() + &if n > 8 { format!("\n    ... {} more", n - 8) } else { String::new() }
+    };
+    panic!(
+        "{ctx}: {what} of {name} ({} rows) differs from backfill ({} rows)\n  only in {name}:{}\n  only in backfill:{}",
+        got.len(),
+        backfill.len(),
+        only(got, backfill),
+        only(backfill, got)
+    );
+}
+
+pub fn run(seed: u64) {
+    println!("seed {seed}");
+    let log = generate(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(STREAM_REPLAY);
+    let mut run = Run { seed, db: db::fresh_database(DB), rng, at: String::new() };
+    run.setup();
+
+    let mut results = BTreeMap::new();
+    for mode in MODES {
+        let started = std::time::Instant::now();
+        results.insert(mode, run.replay(mode, &log));
+        println!("backfill equals live: {} fed in {:?}", mode.pipeline(), started.elapsed());
+    }
+    run.at = "after the whole log".into();
+    let ctx = run.ctx();
+
+    // 4. Every control step returns the same in the three feeds, with the model's watermark.
+    let controls: Vec<usize> = (0..log.steps.len()).filter(|&i| !matches!(log.steps[i], Step::Deliver { .. })).collect();
+    for mode in MODES {
+        let got = &results[&mode];
+        assert_eq!(got.len(), controls.len(), "{ctx}: {} returned one row per control step", mode.pipeline());
+        for (n, &i) in controls.iter().enumerate() {
+            let step_ctx = format!("{ctx}, {} pipeline, step {}: {}", mode.pipeline(), i + 1, log.steps[i].describe());
+            assert_eq!(got[n][2], log.watermarks[i].map(ts_key), "{step_ctx}: the pipeline watermark, against the model");
+            let live = &results[&Mode::Live][n];
+            assert_eq!(&got[n], live, "{step_ctx}: (windows fired, windows purged, watermark) as in the live feed");
+        }
+    }
+
+    // 1. Refused rows.
+    let refused_backfill = run.refused(Mode::Backfill);
+    for mode in [Mode::Live, Mode::PerRun] {
+        let got = run.refused(mode);
+        assert_same(&ctx, "_refused (all columns but refused_at)", mode.pipeline(), &got, &refused_backfill);
+    }
+
+    // 2. History, collapsed.
+    let backfill = run.history(Mode::Backfill);
+    let already: History = backfill.iter().map(|(w, v)| (w.clone(), collapse(v))).collect();
+    assert!(already == backfill, "{ctx}: the backfill history has two consecutive versions with the same kind and watermark");
+    let mut histories = BTreeMap::new();
+    for mode in [Mode::Live, Mode::PerRun] {
+        let h = run.history(mode);
+        compare_histories(&ctx, mode.pipeline(), &h, &backfill);
+        histories.insert(mode, h);
+    }
+    histories.insert(Mode::Backfill, backfill);
+
+    // 3. _latest, _sealed and the counters.
+    let latest = run.latest(Mode::Backfill);
+    let sealed = run.sealed(Mode::Backfill);
+    let main = |rows: &[Row]| rows.iter().filter(|r| r[4].as_deref() == Some("main")).cloned().collect::<Vec<_>>();
+    let late_windows = |rows: &[Row]| {
+        rows.iter().filter(|r| r[4].as_deref() != Some("main")).map(|r| (r[0].clone(), r[1].clone(), r[4].clone())).collect::<Vec<_>>()
+    };
+    let mut late_v1_differ = 0;
+    for mode in [Mode::Live, Mode::PerRun] {
+        let got = run.latest(mode);
+        assert_same(&ctx, "_latest (all columns but version, sealed and fired_at)", mode.pipeline(), &got, &latest);
+        let got = run.sealed(mode);
+        assert_same(&ctx, "_sealed rows of kind main (all columns but fired_at)", mode.pipeline(), &main(&got), &main(&sealed));
+        assert_eq!(late_windows(&got), late_windows(&sealed), "{ctx}: {}: windows whose version 1 is late", mode.pipeline());
+        if mode == Mode::Live {
+            late_v1_differ = got.iter().zip(&sealed).filter(|(a, b)| a != b).count();
+        }
+    }
+    let counters: BTreeMap<Mode, Row> = MODES.iter().map(|&m| (m, run.counters(m))).collect();
+    let rows_sent: usize = log.steps.iter().map(|s| if let Step::Deliver { rows, .. } = s { rows.len() } else { 0 }).sum();
+    for mode in MODES {
+        let c = &counters[&mode];
+        let b = &counters[&Mode::Backfill];
+        let name = mode.pipeline();
+        assert_eq!(c[0], Some(rows_sent.to_string()), "{ctx}: {name}: every row sent is in its source table");
+        assert_eq!((&c[1], &c[2]), (&b[1], &b[2]), "{ctx}: {name}: pipelines.(refused, duplicates) as the backfill's");
+        let versions: usize = histories[&mode].values().map(Vec::len).sum();
+        assert_eq!(c[3], Some(versions.to_string()), "{ctx}: {name}: pipelines.firings counts its history");
+        assert_eq!(
+            (&c[4], &c[5], &c[6]),
+            (&Some("0".to_string()), &Some("0".to_string()), &Some("infinity".to_string())),
+            "{ctx}: {name}: (state_rows, open_windows, watermark) after 'infinity'"
+        );
+    }
+    let firings = |m: Mode| counters[&m][3].as_deref().unwrap().parse::<i64>().unwrap();
+    assert!(
+        firings(Mode::Live) >= firings(Mode::PerRun) && firings(Mode::PerRun) >= firings(Mode::Backfill),
+        "{ctx}: firings: live >= per_run >= backfill"
+    );
+
+    let advances = log.steps.iter().filter(|s| matches!(s, Step::Advance { .. })).count();
+    let idles = log.steps.iter().filter(|s| matches!(s, Step::MarkIdle { .. })).count();
+    let moves = log.moves.iter().filter(|&&m| m).count();
+    let b = &counters[&Mode::Backfill];
+    println!(
+        "backfill equals live: {} steps ({} deliveries of {rows_sent} rows, {advances} advances, {idles} mark_idle, \
+         {moves} moved the pipeline watermark); refused {}, duplicates {}; firings live {}, per_run {}, backfill {}; \
+         {} windows, {} of them with a late version 1 that differs",
+        log.steps.len(),
+        log.steps.len() - advances - idles,
+        b[1].as_deref().unwrap_or("?"),
+        b[2].as_deref().unwrap_or("?"),
+        firings(Mode::Live),
+        firings(Mode::PerRun),
+        firings(Mode::Backfill),
+        histories[&Mode::Backfill].len(),
+        late_v1_differ
+    );
+    drop(run);
+    db::drop_database(DB);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(version: i64, kind: &str, n: &str, watermark: &str) -> Version {
+        Version { version, kind: kind.into(), aggregates: vec![Some(n.into())], watermark: watermark.into() }
+    }
+
+    #[test]
+    fn collapse_keeps_the_last_version_of_each_kind_and_watermark() {
+        let live = [v(1, "main", "2", "10"), v(2, "late", "3", "10"), v(3, "late", "4", "10"), v(4, "late", "5", "20")];
+        assert_eq!(collapse(&live), [v(1, "main", "2", "10"), v(2, "late", "4", "10"), v(3, "late", "5", "20")]);
+        let late_first = [v(1, "late", "1", "10"), v(2, "late", "2", "10")];
+        assert_eq!(collapse(&late_first), [v(1, "late", "2", "10")]);
+    }
+
+    #[test]
+    fn clocks_take_the_least_active_source_and_never_go_back() {
+        let mut c = Clocks::default();
+        assert!(c.apply(&Step::Advance { source: 0, to: 100 }));
+        assert_eq!(c.pipeline, Some(100));
+        // Registers behind: the pipeline stays and waits for it.
+        assert!(!c.apply(&Step::Advance { source: 1, to: 50 }));
+        assert!(!c.apply(&Step::Advance { source: 1, to: 80 }));
+        assert!(!c.apply(&Step::Advance { source: 1, to: 120 }));
+        assert_eq!(c.pipeline, Some(100));
+        assert!(c.apply(&Step::Advance { source: 0, to: 130 }));
+        assert_eq!(c.pipeline, Some(120));
+        // Not ahead of p0's own watermark: a no-op. p1 is the slowest; marked idle, it leaves
+        // p0 in charge.
+        assert!(!c.apply(&Step::Advance { source: 0, to: 125 }));
+        assert_eq!(c.pipeline, Some(120));
+        assert!(c.apply(&Step::MarkIdle { source: 1 }));
+        assert_eq!(c.pipeline, Some(130));
+        let mut c = Clocks::default();
+        c.apply(&Step::Advance { source: 0, to: 100 });
+        c.apply(&Step::Advance { source: 1, to: 200 });
+        assert!(c.apply(&Step::MarkIdle { source: 0 }));
+        assert_eq!(c.pipeline, Some(200));
+        // A not-ahead advance leaves p0 idle; every source idle leaves the pipeline where it is.
+        assert!(!c.apply(&Step::Advance { source: 0, to: 90 }));
+        assert!(!c.apply(&Step::MarkIdle { source: 1 }));
+        assert_eq!(c.pipeline, Some(200));
+        // p0 back, behind: the pipeline stays.
+        assert!(!c.apply(&Step::Advance { source: 0, to: 150 }));
+        assert_eq!(c.pipeline, Some(200));
+    }
+}
