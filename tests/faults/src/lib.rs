@@ -10,6 +10,7 @@ pub mod checks;
 pub mod cluster;
 pub mod db;
 pub mod rows;
+pub mod sources;
 pub mod workload;
 
 pub const DEFAULT_SEED: u64 = 20_261_029;

@@ -1,7 +1,8 @@
 //! The concurrent workload of the concurrency and crash tests: one pipeline `faults` on the table
 //! `events`, ingest threads, one watermark thread, and (crash test) a killer thread.
 //!
-//! Every ingest statement runs in its own transaction together with `INSERT INTO batches`, so that
+//! Every ingest statement runs in a transaction of its own (or, with `two_statements`, of two)
+//! followed by its `INSERT INTO batches`, so that
 //! after a lost connection the client can tell whether it committed, and so that the checks know
 //! the watermark each statement's rows had to be classified against. Rows carry a unique
 //! `delivery_id` (primary key: a statement can never be applied twice) beside their `event_id`;
@@ -227,6 +228,7 @@ pub struct Stats {
     pub resent: u64,
     pub redeliveries: u64,
     pub in_statement_duplicates: u64,
+    pub two_statement_transactions: u64,
     /// Sums of what `eventtime.ingest` returned.
     pub ingest_counts: [i64; 4],
 }
@@ -246,6 +248,7 @@ impl Stats {
         self.resent += o.resent;
         self.redeliveries += o.redeliveries;
         self.in_statement_duplicates += o.in_statement_duplicates;
+        self.two_statement_transactions += o.two_statement_transactions;
         for i in 0..4 {
             self.ingest_counts[i] += o.ingest_counts[i];
         }
@@ -262,6 +265,10 @@ pub struct WorkerConfig {
     pub min_kills: usize,
     /// Pause between statements: uniform in 0..pause_ms.
     pub pause_ms: u64,
+    /// Share of transactions that carry two ingest statements (each with its `batches` row,
+    /// right after it) instead of one. Only for pipelines whose ingest transactions cannot
+    /// deadlock with each other (a `watermark_lag` runs them one at a time); 0 elsewhere.
+    pub two_statements: f64,
 }
 
 pub struct Batch {
@@ -419,24 +426,28 @@ pub fn gen_batch(rng: &mut ChaCha8Rng, shared: &Shared, stats: &mut Stats) -> Ba
     Batch { id, method, rows }
 }
 
+/// Sends the batches in one transaction, each statement followed by its `batches` row.
 fn try_send(
     client: &mut Client,
     t: &TableSpec,
-    b: &Batch,
-) -> Result<Option<[i64; 4]>, crate::rows::SendError> {
+    bs: &[Batch],
+) -> Result<Vec<Option<[i64; 4]>>, crate::rows::SendError> {
     let mut tx = client.transaction()?;
-    let c = send(&mut tx, t, b.method, &b.rows)?;
-    tx.execute(
-        "INSERT INTO batches (batch_id, wm) SELECT $1, watermark FROM _eventtime.pipeline WHERE name = $2",
-        &[&b.id, &PIPELINE],
-    )?;
+    let mut out = Vec::with_capacity(bs.len());
+    for b in bs {
+        out.push(send(&mut tx, t, b.method, &b.rows)?);
+        tx.execute(
+            "INSERT INTO batches (batch_id, wm) SELECT $1, watermark FROM _eventtime.pipeline WHERE name = $2",
+            &[&b.id, &PIPELINE],
+        )?;
+    }
     tx.commit()?;
-    Ok(c)
+    Ok(out)
 }
 
 /// Runs a thread body so that its failure, error or panic, stops the other threads at once
 /// (they would otherwise wait for a server that nobody restarts).
-fn guarded<T>(
+pub(crate) fn guarded<T>(
     shared: &Shared,
     who: &str,
     f: impl FnOnce() -> Result<T, String>,
@@ -494,7 +505,12 @@ fn worker_loop(
         if stats.rows >= cfg.quota_rows && shared.kills.load(Ordering::SeqCst) >= cfg.min_kills {
             break;
         }
-        let b = gen_batch(&mut rng, shared, &mut stats);
+        let mut bs = vec![gen_batch(&mut rng, shared, &mut stats)];
+        if cfg.two_statements > 0.0 && rng.random_bool(cfg.two_statements) {
+            bs.push(gen_batch(&mut rng, shared, &mut stats));
+            stats.two_statement_transactions += 1;
+        }
+        let b = &bs[0];
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -522,9 +538,9 @@ fn worker_loop(
                     },
                 }
             }
-            match try_send(client.as_mut().unwrap(), &t, &b) {
-                Ok(c) => {
-                    if let Some(c) = c {
+            match try_send(client.as_mut().unwrap(), &t, &bs) {
+                Ok(cs) => {
+                    for c in cs.into_iter().flatten() {
                         for i in 0..4 {
                             stats.ingest_counts[i] += c[i];
                         }
@@ -546,19 +562,22 @@ fn worker_loop(
                     }
                     f => {
                         return Err(format!(
-                            "batch {} ({} rows by {}) failed: {:?}",
-                            b.id,
-                            b.rows.len(),
-                            b.method.name(),
+                            "{} failed: {:?}",
+                            bs.iter()
+                                .map(|b| format!("batch {} ({} rows by {})", b.id, b.rows.len(), b.method.name()))
+                                .collect::<Vec<_>>()
+                                .join(" then "),
                             f
                         ))
                     }
                 },
             }
         }
-        *stats.statements.entry(b.method.name()).or_default() += 1;
-        stats.rows += b.rows.len() as u64;
-        stats.batches += 1;
+        for b in &bs {
+            *stats.statements.entry(b.method.name()).or_default() += 1;
+            stats.rows += b.rows.len() as u64;
+            stats.batches += 1;
+        }
         if cfg.pause_ms > 0 {
             thread::sleep(Duration::from_millis(rng.random_range(0..cfg.pause_ms)));
         }
@@ -877,8 +896,23 @@ pub fn run_killer(
     min_kills: usize,
     gap_ms: (u64, u64),
 ) -> Result<KillerOut, String> {
+    run_killer_checked(cluster, shared, seed, min_kills, gap_ms, None)
+}
+
+/// A check of committed data that returns its violations as text, like `checks::consistency`.
+pub type Check = dyn Fn(&mut Client) -> Result<Vec<String>, postgres::Error> + Sync;
+
+/// `run_killer`, with `extra` run after `checks::consistency` after every recovery.
+pub fn run_killer_checked(
+    cluster: &Cluster,
+    shared: &Shared,
+    seed: u64,
+    min_kills: usize,
+    gap_ms: (u64, u64),
+    extra: Option<&Check>,
+) -> Result<KillerOut, String> {
     guarded(shared, "killer thread", || {
-        killer_loop(cluster, shared, seed, min_kills, gap_ms)
+        killer_loop(cluster, shared, seed, min_kills, gap_ms, extra)
     })
 }
 
@@ -888,6 +922,7 @@ fn killer_loop(
     seed: u64,
     min_kills: usize,
     gap_ms: (u64, u64),
+    extra: Option<&Check>,
 ) -> Result<KillerOut, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xDEAD);
     let mut out = KillerOut::default();
@@ -967,8 +1002,15 @@ fn killer_loop(
         out.kills = n;
         // Right after recovery: no advance half-applied, nothing lost.
         let mut c = connect(cluster, shared, true)?;
+        let check = |c: &mut Client| -> Result<Vec<String>, postgres::Error> {
+            let mut v = crate::checks::consistency(c)?;
+            if let Some(extra) = extra {
+                v.extend(extra(c)?);
+            }
+            Ok(v)
+        };
         loop {
-            match crate::checks::consistency(&mut c) {
+            match check(&mut c) {
                 Ok(v) => {
                     out.checks += 1;
                     for x in v {

@@ -10,3 +10,5 @@ mod crash;
 mod dump_restore;
 #[path = "cases/interleaving.rs"]
 mod interleaving;
+#[path = "cases/sources.rs"]
+mod sources;

@@ -35,6 +35,7 @@ fn concurrent_ingest_and_advances_account_for_every_row() {
         crash_mode: false,
         min_kills: 0,
         pause_ms: env_num("FAULTS_PAUSE_MS", 350),
+        two_statements: 0.0,
     };
     let acfg = AdvancerConfig {
         crash_mode: false,

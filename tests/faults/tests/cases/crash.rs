@@ -41,6 +41,7 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
         crash_mode: true,
         min_kills,
         pause_ms: env_num("FAULTS_CRASH_PAUSE_MS", 2000),
+        two_statements: 0.0,
     };
     let acfg = AdvancerConfig {
         crash_mode: true,
