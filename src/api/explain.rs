@@ -10,16 +10,13 @@
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
+use super::watermark::{sources, tstz};
 use crate::core::clock;
 use crate::core::ident::quote_ident;
 use crate::core::landing::{self, WindowState};
 use crate::core::time;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, EtError};
-
-fn tstz(micros: i64) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(micros).expect("saturated instants are valid timestamptz")
-}
 
 type Row = (
     TimestampWithTimeZone,
@@ -107,7 +104,7 @@ mod _eventtime {
                 .first()
                 .get::<TimestampWithTimeZone>(1)
                 .expect("watermark");
-            let (sources, now) = super::super::watermark::sources(&client, p.id);
+            let (sources, now) = sources(&client, p.id);
             let holding = clock::holding_back(&sources, now, p.idle_timeout);
             let held_back_by: Option<Vec<String>> =
                 if holding.is_empty() { None } else { Some(holding.iter().map(|s| s.name.clone()).collect()) };

@@ -42,7 +42,7 @@ enum Change<'a> {
     MarkIdle { source: &'a str },
 }
 
-fn tstz(micros: i64) -> TimestampWithTimeZone {
+pub(crate) fn tstz(micros: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(micros).expect("saturated instants are valid timestamptz")
 }
 
