@@ -11,6 +11,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::core::ident::quote_ident;
+use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::time;
 use crate::core::window::{AssignError, WindowSpec};
 use crate::pg::catalog;
@@ -65,7 +66,8 @@ mod _eventtime {
         }
     }
 
-    /// Called by a pipeline's trigger function once per statement.
+    /// Called by a pipeline's trigger function once per statement while `eventtime.ingest` runs
+    /// its INSERT (see `core::sqlgen::COLLECT_COUNTS`).
     #[pg_extern(volatile, parallel_unsafe)]
     fn note_counts(pipeline_id: i32, accepted: i64, late: i64, refused: i64, duplicates: i64) {
         LAST_COUNTS.with(|c| {
@@ -147,8 +149,11 @@ fn ingest(
          CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END)",
         src = p.def.source
     );
+    let collect = |on: &str| format!("SELECT pg_catalog.set_config('{COLLECT_COUNTS}', '{on}', true)");
     Spi::connect_mut(|client| {
+        client.update(collect("on").as_str(), None, &[]).expect("collect counts");
         client.update(sql.as_str(), None, &[rows.into()]).expect("ingest insert");
+        client.update(collect("off").as_str(), None, &[]).expect("collect counts");
     });
     let c = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)).unwrap_or_default();
     TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))

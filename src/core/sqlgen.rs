@@ -26,6 +26,10 @@ pub const INTERNAL_PREFIX: &str = "_et_";
 /// tables may not have a column of that name.
 pub const WINDOW_START_COLUMN: &str = "_et_window_start";
 
+/// The setting `eventtime.ingest` turns on while its INSERT runs, so that the trigger hands it the
+/// counts; plain INSERT and COPY statements skip that call.
+pub const COLLECT_COUNTS: &str = "pg_eventtime.collect_counts";
+
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
 
@@ -276,15 +280,11 @@ impl PipelineDef {
         out
     }
 
-    /// The set-based statement run once per ingest statement against the transition table
-    /// `new_rows`. It returns one row: accepted, late, refused, duplicates, and the greatest event
-    /// time of the statement.
-    pub fn ingest_statement(&self) -> String {
+    /// The start of both ingest statements: `wm`, the watermark read `FOR SHARE`, and `cls`,
+    /// each row of the transition table `new_rows` with its window and landing.
+    fn ingest_prelude(&self) -> String {
         let (size, late) = (self.size(), self.late());
         let kr = prefix(&self.key_names(Some("r")));
-        let k = prefix(&self.key_names(None));
-        let kc = prefix(&self.key_names(Some("c")));
-        let ku = prefix(&self.key_names(Some("u")));
         let et = quote_ident(&self.event_time);
         let (size_us, origin_us) = match self.window {
             WindowSpec::Tumbling { size, origin } => (size, origin),
@@ -299,7 +299,7 @@ impl PipelineDef {
             Some(c) => format!("r.{}", quote_ident(&c.name)),
             None => "NULL::text".to_string(),
         };
-        let mut sql = format!(
+        format!(
             "WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (\n\
                SELECT p.watermark AS w,\n\
                       coalesce(p.watermark - {size}, '-infinity') AS t_open,\n\
@@ -312,12 +312,63 @@ impl PipelineDef {
                       CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
                FROM (SELECT n.*, {INTERNAL_SCHEMA}.tumble_start(n.{et}, {size_us}, {origin_us}, {id}) AS {ws} FROM new_rows n OFFSET 0) r\n\
                CROSS JOIN wm\n\
-             ),\n\
-             cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et FROM cls),\n",
+             ),\n",
             id = self.id,
             ws = quote_ident(WINDOW_START_COLUMN),
             ws_name = WINDOW_START_COLUMN,
-        );
+        )
+    }
+
+    /// The writes of both ingest statements, from the CTE `kept` (the rows that are not
+    /// duplicates): refused rows, the state upsert of `up_rows` (key, window start, landing, row
+    /// count and one partial per accumulator column, in that order, sorted by window and key), and
+    /// a late version of every upserted window that has fired.
+    fn ingest_writes(&self, up_rows: &str) -> String {
+        let (size, late) = (self.size(), self.late());
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ku = prefix(&self.key_names(Some("u")));
+        let accs = self.acc_cols();
+        format!(
+            "refused AS (\n\
+               INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
+               SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
+               FROM kept c CROSS JOIN wm WHERE c._et_landing = 3\n\
+               RETURNING 1\n\
+             ),\n\
+             up AS (\n\
+               INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
+               {up_rows}\n\
+               ON CONFLICT ({k}window_start) DO UPDATE SET\n\
+                 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
+               RETURNING s.*\n\
+             ),\n\
+             late_versions AS (\n\
+               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
+               SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}wm.w\n\
+               FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\n\
+               RETURNING 1\n\
+             )\n",
+            refused = self.table("refused"),
+            ws = quote_ident(WINDOW_START_COLUMN),
+            state = self.table("state"),
+            history = self.table("history"),
+            acc_list = accs.iter().map(|c| format!(", {c}")).collect::<String>(),
+            merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
+            aliases = prefix(&self.alias_cols()),
+            finals = prefix(&self.finals("u")),
+        )
+    }
+
+    /// The set-based statement run once per ingest statement against the transition table
+    /// `new_rows`. It returns one row: accepted, late, refused, duplicates, and the greatest event
+    /// time of the statement.
+    pub fn ingest_statement(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let mut sql = self.ingest_prelude();
+        sql += "cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et FROM cls),\n";
         if self.event_id.is_some() {
             let key_match: String = self
                 .keys
@@ -351,68 +402,92 @@ impl PipelineDef {
                  ),\n",
                 ids = self.table("ids"),
                 ki = prefix(&self.key_names(Some("i"))),
-                ws = quote_ident(WINDOW_START_COLUMN),
             );
         } else {
             sql += "kept AS (SELECT * FROM cls),\n";
         }
         let accs = self.acc_cols();
         sql += &format!(
-            "refused AS (\n\
-               INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
-               SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
-               FROM kept c CROSS JOIN wm WHERE c._et_landing = 3\n\
-               RETURNING 1\n\
-             ),\n\
-             batch AS (\n\
+            "batch AS (\n\
                SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
                FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}\n\
-             ),\n\
-             up AS (\n\
-               INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
-               SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
-               FROM batch ORDER BY {ws}{k_after}\n\
-               ON CONFLICT ({k}window_start) DO UPDATE SET\n\
-                 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
-               RETURNING s.*\n\
-             ),\n\
-             late_versions AS (\n\
-               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-               SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}wm.w\n\
-               FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\n\
-               RETURNING 1\n\
-             ),\n\
-             counts AS MATERIALIZED (\n\
+             ),\n",
+            partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS _et_p{i}")).collect::<String>(),
+        );
+        sql += &self.ingest_writes(&format!(
+            "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
+               FROM batch ORDER BY {ws}{k_after}",
+            size = self.size(),
+            partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
+            k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
+        ));
+        sql += ", counts AS MATERIALIZED (\n\
                SELECT count(*) FILTER (WHERE _et_landing = 1) AS accepted,\n\
                       count(*) FILTER (WHERE _et_landing = 2) AS late,\n\
                       count(*) FILTER (WHERE _et_landing = 3) AS refused,\n\
                       (SELECT rows FROM cls_n) - count(*) AS duplicates\n\
                FROM kept\n\
-             ),\n\
-             dups AS (\n\
-               INSERT INTO {INTERNAL_SCHEMA}.duplicate_counts (pipeline_id, duplicates)\n\
-               SELECT {id}, duplicates FROM counts WHERE duplicates > 0\n\
-               RETURNING 1\n\
              )\n\
-             SELECT accepted, late, refused, duplicates, (SELECT max_et FROM cls_n) FROM counts",
-            refused = self.table("refused"),
-            ws = quote_ident(WINDOW_START_COLUMN),
-            state = self.table("state"),
-            history = self.table("history"),
-            id = self.id,
-            partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS _et_p{i}")).collect::<String>(),
-            acc_list = accs.iter().map(|c| format!(", {c}")).collect::<String>(),
-            partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
-            k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-            merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
-            aliases = prefix(&self.alias_cols()),
-            finals = prefix(&self.finals("u")),
-        );
+             SELECT accepted, late, refused, duplicates, (SELECT max_et FROM cls_n) FROM counts";
         sql
     }
 
-    /// The trigger function that runs [`Self::ingest_statement`] for each INSERT or COPY
-    /// statement on the source table and hands the counts to `eventtime.ingest`.
+    /// The partial aggregates of [`Self::partials`] over one row, as expressions on the row's
+    /// columns: the aggregate of one value is the value in the accumulator's type (NULL for
+    /// NULL), and a count is 1 or 0.
+    fn one_row_partials(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, a) in self.aggs.iter().enumerate() {
+            let v = Self::arg_col(i);
+            let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
+            out.push(match (a.spec.func, a.spec.arg.is_some()) {
+                (AggFunc::Count, false) => "1::bigint".to_string(),
+                (AggFunc::Count, true) => present.clone(),
+                _ => format!("({v})::{}", a.acc_type),
+            });
+            if a.avg_kind.is_some() {
+                out.push(present);
+            }
+        }
+        out
+    }
+
+    /// [`Self::ingest_statement`] for a transition table of exactly one row, the single-row
+    /// `INSERT`: no grouping, no duplicates inside the statement, so a shorter plan with fewer
+    /// nodes to start. Same result row.
+    pub fn ingest_one_statement(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let mut sql = self.ingest_prelude();
+        if self.event_id.is_some() {
+            sql += &format!(
+                "fresh AS (\n\
+                   INSERT INTO {ids} (window_start, {k}event_id)\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL\n\
+                   ON CONFLICT DO NOTHING\n\
+                   RETURNING 1\n\
+                 ),\n\
+                 kept AS MATERIALIZED (SELECT c.* FROM cls c WHERE c._et_eid IS NULL OR EXISTS (SELECT 1 FROM fresh)),\n",
+                ids = self.table("ids"),
+            );
+        } else {
+            sql += "kept AS (SELECT * FROM cls),\n";
+        }
+        sql += &self.ingest_writes(&format!(
+            "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
+               FROM kept WHERE _et_landing < 3",
+            size = self.size(),
+            partials = self.one_row_partials().iter().map(|p| format!(", {p}")).collect::<String>(),
+        ));
+        sql += "SELECT count(*) FILTER (WHERE _et_landing = 1), count(*) FILTER (WHERE _et_landing = 2),\n\
+                       count(*) FILTER (WHERE _et_landing = 3), 1 - count(*), (SELECT _et_et FROM cls)\n\
+                FROM kept";
+        sql
+    }
+
+    /// The trigger function that runs [`Self::ingest_statement`] (or, for one row,
+    /// [`Self::ingest_one_statement`]) for each INSERT or COPY statement on the source table,
+    /// records duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
     ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
     /// It takes the state table's EXCLUSIVE lock before anything else, never as an upgrade from
@@ -432,13 +507,24 @@ impl PipelineDef {
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
              BEGIN\n\
              {before}\
+             IF (SELECT count(*) FROM new_rows) = 1 THEN\n\
+             {one}\n\
+             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+             ELSE\n\
              {stmt}\n\
              INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
-             PERFORM {INTERNAL_SCHEMA}.note_counts({id}, n_accepted, n_late, n_refused, n_duplicates);\n\
+             END IF;\n\
+             IF n_duplicates > 0 THEN\n\
+               INSERT INTO {INTERNAL_SCHEMA}.duplicate_counts (pipeline_id, duplicates) VALUES ({id}, n_duplicates);\n\
+             END IF;\n\
+             IF current_setting('{COLLECT_COUNTS}', true) = 'on' THEN\n\
+               PERFORM {INTERNAL_SCHEMA}.note_counts({id}, n_accepted, n_late, n_refused, n_duplicates);\n\
+             END IF;\n\
              {after}\
              RETURN NULL;\n\
              END\n$eventtime$",
             f = self.trigger_function(),
+            one = self.ingest_one_statement(),
             stmt = self.ingest_statement(),
             id = self.id,
         )
@@ -604,6 +690,34 @@ mod tests {
         let sql = d.ingest_statement();
         assert!(!sql.contains("\"p7_ids\""));
         assert!(sql.contains("kept AS (SELECT * FROM cls)"));
+    }
+
+    #[test]
+    fn one_row_partials_are_the_aggregates_of_one_value() {
+        let d = def();
+        // count(*), then avg(amount) as a numeric sum and a count of non-NULL values.
+        assert_eq!(
+            d.one_row_partials(),
+            [
+                "1::bigint",
+                "(\"_et_v1\")::numeric",
+                "CASE WHEN \"_et_v1\" IS NULL THEN 0::bigint ELSE 1::bigint END",
+            ]
+        );
+        assert_eq!(d.one_row_partials().len(), d.partials().len());
+        let one = d.ingest_one_statement();
+        assert!(one.starts_with("WITH /* pg_eventtime ingest */"));
+        assert!(!one.contains("GROUP BY") && !one.contains("DISTINCT"));
+    }
+
+    #[test]
+    fn the_trigger_takes_the_one_row_statement_for_one_row() {
+        let d = def();
+        let f = d.create_trigger_function();
+        let one = f.find(&d.ingest_one_statement()).expect("one-row statement");
+        let many = f.find(&d.ingest_statement()).expect("statement");
+        assert!(f.find("IF (SELECT count(*) FROM new_rows) = 1 THEN").unwrap() < one && one < many);
+        assert!(f.contains(COLLECT_COUNTS));
     }
 
     #[test]
