@@ -2,6 +2,7 @@
 
 use pgrx::prelude::*;
 
+use crate::core::sqlgen::internal_table;
 use crate::pg::error::EtError;
 
 #[pg_schema]
@@ -16,7 +17,7 @@ mod _eventtime {
         'static,
         (name!(open_windows, i64), name!(state_rows, i64), name!(firings, i64), name!(refused, i64)),
     > {
-        let t = |what: &str| format!("_eventtime.\"p{pipeline_id}_{what}\"");
+        let t = |what: &str| internal_table(pipeline_id, what);
         let sql = format!(
             "SELECT (SELECT count(*) FROM {state} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
                     (SELECT count(*) FROM {state}), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \

@@ -10,7 +10,7 @@
 //!    their start to their commit, so the advance waits for every running ingest transaction, and
 //!    ingest statements that start later queue behind the advance. Readers of the views are not
 //!    blocked. An ingest statement of a pipeline with a watermark lag takes this lock first thing
-//!    (`lock_for_watermark_lag`), so its own advance never upgrades a lock.
+//!    (in its trigger function), so its own advance never upgrades a lock.
 //! 2. The pipeline's catalog row, `FOR UPDATE`. Ingest reads the watermark `FOR SHARE`, so a
 //!    statement whose snapshot predates a committed advance still classifies against the new
 //!    watermark. The row also serializes every change to the pipeline's sources.
@@ -233,13 +233,13 @@ fn mark_idle(
 mod _eventtime {
     use super::*;
 
-    /// First thing an ingest statement of a pipeline with a watermark lag does: take the lock its
-    /// advance needs (see the module comment).
+    /// Raises the isolation error for an ingest statement of a pipeline with a watermark lag; its
+    /// trigger function calls this only outside READ COMMITTED, before it takes the advance's lock
+    /// (see the module comment).
     #[pg_extern(volatile, parallel_unsafe)]
-    fn lock_for_watermark_lag(pipeline_id: i32) {
-        let p = catalog::load_by_id(pipeline_id);
-        require_read_committed(&p.def.name, "an ingest statement");
-        Spi::connect_mut(|client| lock_state(client, &p));
+    fn refuse_lag_isolation(pipeline_id: i32) {
+        let (name, _) = catalog::name_and_event_time(pipeline_id);
+        require_read_committed(&name, "an ingest statement");
     }
 
     /// Last thing an ingest statement of a pipeline with a watermark lag does: advance the

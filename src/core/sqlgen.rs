@@ -70,6 +70,11 @@ pub fn duration_literal(micros: i64) -> String {
     format!("interval '{sign}{h}:{min:02}:{s:02}.{us:06}'")
 }
 
+/// The internal table `what` (`state`, `ids`, `history`, `refused`) of pipeline `id`, quoted.
+pub fn internal_table(id: i32, what: &str) -> String {
+    format!("{}.{}", INTERNAL_SCHEMA, quote_ident(&format!("p{id}_{what}")))
+}
+
 /// `items` followed by ", " when not empty, to put before other columns.
 fn prefix(items: &[String]) -> String {
     if items.is_empty() { String::new() } else { format!("{}, ", items.join(", ")) }
@@ -77,7 +82,7 @@ fn prefix(items: &[String]) -> String {
 
 impl PipelineDef {
     pub fn table(&self, what: &str) -> String {
-        format!("{}.{}", INTERNAL_SCHEMA, quote_ident(&format!("p{}_{}", self.id, what)))
+        internal_table(self.id, what)
     }
 
     pub fn trigger_function(&self) -> String {
@@ -490,13 +495,20 @@ impl PipelineDef {
     /// records duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
     ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
-    /// It takes the state table's EXCLUSIVE lock before anything else, never as an upgrade from
+    /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything else, never as an upgrade from
     /// the ROW EXCLUSIVE lock the ingest statement takes (two ingest transactions upgrading would
     /// deadlock), and the ingest statement that follows takes a fresh snapshot after it.
     pub fn create_trigger_function(&self) -> String {
         let (before, after) = match self.watermark_lag {
             Some(_) => (
-                format!("PERFORM {INTERNAL_SCHEMA}.lock_for_watermark_lag({id});\n", id = self.id),
+                format!(
+                    "IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN\n\
+                       PERFORM {INTERNAL_SCHEMA}.refuse_lag_isolation({id});\n\
+                     END IF;\n\
+                     LOCK TABLE {state} IN EXCLUSIVE MODE;\n",
+                    id = self.id,
+                    state = self.table("state"),
+                ),
                 format!("PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time);\n", id = self.id),
             ),
             None => (String::new(), String::new()),
@@ -507,7 +519,7 @@ impl PipelineDef {
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
              BEGIN\n\
              {before}\
-             IF (SELECT count(*) FROM new_rows) = 1 THEN\n\
+             IF (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) = 1 THEN\n\
              {one}\n\
              INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
              ELSE\n\
@@ -716,7 +728,7 @@ mod tests {
         let f = d.create_trigger_function();
         let one = f.find(&d.ingest_one_statement()).expect("one-row statement");
         let many = f.find(&d.ingest_statement()).expect("statement");
-        assert!(f.find("IF (SELECT count(*) FROM new_rows) = 1 THEN").unwrap() < one && one < many);
+        assert!(f.find("IF (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) = 1 THEN").unwrap() < one && one < many);
         assert!(f.contains(COLLECT_COUNTS));
     }
 
