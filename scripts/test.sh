@@ -51,8 +51,9 @@ if want regress; then
     rm -rf "$regress_out"; mkdir -p "$regress_out"; chmod 777 "$regress_out"
     tests=$(cd "$ROOT/tests/pg_regress/sql" && ls *.sql | sed 's/\.sql$//' | sort)
     pg_regress="$($PG_CONFIG --pkglibdir)/pgxs/src/test/regress/pg_regress"
-    if "$pg_regress" --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=eventtime_regress \
-            --inputdir="$ROOT/tests/pg_regress" --outputdir="$regress_out" --bindir="$PG_BIN" $tests; then
+    # From tests/pg_regress, where each file's `\i include/setup.sql` finds the shared preamble.
+    if (cd "$ROOT/tests/pg_regress" && "$pg_regress" --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=eventtime_regress \
+            --inputdir="$ROOT/tests/pg_regress" --outputdir="$regress_out" --bindir="$PG_BIN" $tests); then
         passed=$((passed + $(echo $tests | wc -w)))
     else
         head -300 "$regress_out/regression.diffs" 2>/dev/null || true

@@ -1,13 +1,6 @@
 -- DDL on a source table: the columns a pipeline uses cannot be dropped or change type while it
 -- exists; other columns can. Dropping the source leaves the pipeline for drop_pipeline.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE TABLE ddl_src (id int, k text, v int, other int, at timestamptz);
 SELECT eventtime.create_pipeline('ddl_p', 'ddl_src', 'at', '1 hour', key => ARRAY['k'], event_id => 'id',
     aggregates => 'sum(v) AS s');

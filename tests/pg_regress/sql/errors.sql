@@ -1,32 +1,9 @@
 -- Every misuse of SPEC §4 gets a PostgreSQL error with its SQLSTATE, a message naming the
 -- offending thing, and a HINT where one helps; identifiers that need quoting work and no name
 -- can inject SQL.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA err;
 SET search_path = err, public;
-
--- try(sql): 'ok', or the error as SQLSTATE: message, DETAIL and HINT.
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    DECLARE d text; h text;
-    BEGIN
-        GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-        RETURN SQLSTATE || ': ' || SQLERRM
-            || coalesce(E'\nDETAIL: ' || nullif(d, ''), '')
-            || coalesce(E'\nHINT: ' || nullif(h, ''), '');
-    END;
-END $$;
 
 CREATE TABLE err_src (
     id       bigint,

@@ -1,14 +1,6 @@
 -- Ingest through INSERT, COPY and eventtime.ingest(); dedup; NULL keys; window boundaries;
 -- late versions; changes to source rows; advance_watermark.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA ing;
 SET search_path = ing, public;
 

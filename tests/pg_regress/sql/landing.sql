@@ -1,27 +1,5 @@
 -- eventtime.landing(): the landing rule of SPEC §2 as a pure function.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
-
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    DECLARE d text; h text;
-    BEGIN
-        GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-        RETURN SQLSTATE || ': ' || SQLERRM
-            || coalesce(E'\nDETAIL: ' || nullif(d, ''), '')
-            || coalesce(E'\nHINT: ' || nullif(h, ''), '');
-    END;
-END $$;
+\i include/setup.sql
 
 -- The signature, with lateness defaulting to zero.
 SELECT pg_get_function_arguments('eventtime.landing'::regproc) AS arguments,

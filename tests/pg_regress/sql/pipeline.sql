@@ -1,14 +1,6 @@
 -- create_pipeline, drop_pipeline and eventtime.pipelines: defaults, the four views and their
 -- types, comments, window alignment, aggregate result types, and what dropping leaves behind.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA pl;
 SET search_path = pl, public;
 

@@ -2,15 +2,7 @@
 -- orders; a late order within the 24-hour grace writes version 2 beside it; redeliveries are
 -- duplicates; order 8841 arrives after the grace and lands in the refused rows, while the
 -- sealed total stays 1,402.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA seed;
 SET search_path = seed, public;
 

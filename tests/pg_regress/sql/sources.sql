@@ -1,30 +1,8 @@
 -- Watermarks from many sources, idle sources, watermark_lag, eventtime.sources and
 -- eventtime.explain.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
--- The database is shared by all files of a run; any of them may come first.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA src;
 SET search_path = src, public;
-
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    DECLARE d text; h text;
-    BEGIN
-        GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
-        RETURN SQLSTATE || ': ' || SQLERRM
-            || coalesce(E'\nDETAIL: ' || nullif(d, ''), '')
-            || coalesce(E'\nHINT: ' || nullif(h, ''), '');
-    END;
-END $$;
 
 -- Daily totals per store, a day of grace, fed by three Kafka partitions.
 CREATE TABLE orders (order_id bigint, store text, amount numeric, ordered_at timestamptz);

@@ -1,13 +1,6 @@
 -- Types from other schemas, domains and enums: the pipeline resolves them when it is created, so
 -- ingest and advances work whatever the search_path of the session that runs them.
-SET TimeZone = 'UTC';
-SET DateStyle = 'ISO';
-SET IntervalStyle = 'postgres';
-\set VERBOSITY default
-\set SHOW_CONTEXT never
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS pg_eventtime;
-RESET client_min_messages;
+\i include/setup.sql
 CREATE SCHEMA ty_app;
 CREATE TYPE ty_app.mood AS ENUM ('sad', 'ok', 'happy');
 CREATE DOMAIN ty_app.price AS numeric(12,2) CHECK (VALUE >= 0);
