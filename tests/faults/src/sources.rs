@@ -39,7 +39,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::cluster::Cluster;
 use crate::db::{classify, describe, Failure};
 use crate::workload::{
-    connect, guarded, micros_sql, snapshot_sealed, ts_text, AdvancerOut, Shared, INFINITY, MINUTE, PIPELINE,
+    connect, guarded, micros_sql, snapshot_sealed, ts_text, AdvancerOut, Shared, EVENTS_TABLE,
+    INFINITY, MINUTE, PIPELINE, PIPELINE_ARGS,
 };
 
 /// The source ingest statements of a lag pipeline advance.
@@ -63,21 +64,12 @@ CREATE TABLE wm_log (
 );
 ";
 
-/// `faults` on `events` as in `workload::SETUP`, with a watermark lag of 1 hour and an idle
+/// `faults` on `events` as in `workload::setup`, with a watermark lag of 1 hour and an idle
 /// timeout of 2 seconds; `batches` is a view over the log.
 pub fn lag_setup() -> String {
     format!(
         "
-CREATE EXTENSION pg_eventtime;
-CREATE TABLE events (
-    delivery_id bigint PRIMARY KEY,
-    batch_id    bigint NOT NULL,
-    event_id    bigint NOT NULL,
-    store       text NOT NULL,
-    region      text NOT NULL,
-    amount      numeric NOT NULL,
-    ts          timestamptz NOT NULL
-);
+{EVENTS_TABLE}
 {LOG_SETUP}
 -- The ingest threads insert (batch id, pipeline watermark at commit); with a lag that is the
 -- watermark after the statement's own advance, so the log keeps it as wm_after, and the view
@@ -92,14 +84,7 @@ BEGIN
 END $$;
 CREATE TRIGGER log_batch INSTEAD OF INSERT ON batches FOR EACH ROW EXECUTE FUNCTION log_batch();
 SELECT eventtime.create_pipeline(
-    name             => 'faults',
-    source           => 'events',
-    event_time       => 'ts',
-    key              => ARRAY['store', 'region'],
-    event_id         => 'event_id',
-    window_size      => interval '1 hour',
-    allowed_lateness => interval '2 hours',
-    aggregates       => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi',
+{PIPELINE_ARGS},
     watermark_lag    => interval '1 hour',
     idle_timeout     => interval '2 seconds'
 );

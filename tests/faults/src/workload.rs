@@ -33,7 +33,8 @@ pub const T0: i64 = 1_767_225_600_000_000;
 pub const LATENESS: i64 = 2 * HOUR;
 pub const INFINITY: i64 = i64::MAX;
 
-pub const SETUP: &str = "
+/// The extension and the source table every case of the shared workload uses.
+pub const EVENTS_TABLE: &str = "
 CREATE EXTENSION pg_eventtime;
 CREATE TABLE events (
     delivery_id bigint PRIMARY KEY,
@@ -44,11 +45,10 @@ CREATE TABLE events (
     amount      numeric NOT NULL,
     ts          timestamptz NOT NULL
 );
--- One row per committed ingest statement, written in its transaction after it: the watermark in
--- force then (NULL before the first advance). The statement holds its locks until commit, so no
--- advance can commit in between: this is the watermark its rows must have been classified against.
-CREATE TABLE batches (batch_id bigint PRIMARY KEY, wm timestamptz);
-SELECT eventtime.create_pipeline(
+";
+
+/// The arguments of the pipeline `faults` on `events`.
+pub const PIPELINE_ARGS: &str = "
     name             => 'faults',
     source           => 'events',
     event_time       => 'ts',
@@ -56,9 +56,21 @@ SELECT eventtime.create_pipeline(
     event_id         => 'event_id',
     window_size      => interval '1 hour',
     allowed_lateness => interval '2 hours',
-    aggregates       => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi'
+    aggregates       => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi'";
+
+/// The source table, the batch log and the pipeline.
+pub fn setup() -> String {
+    format!(
+        "{EVENTS_TABLE}
+-- One row per committed ingest statement, written in its transaction after it: the watermark in
+-- force then (NULL before the first advance). The statement holds its locks until commit, so no
+-- advance can commit in between: this is the watermark its rows must have been classified against.
+CREATE TABLE batches (batch_id bigint PRIMARY KEY, wm timestamptz);
+SELECT eventtime.create_pipeline({PIPELINE_ARGS}
 );
-";
+"
+    )
+}
 
 pub fn table() -> TableSpec {
     TableSpec {

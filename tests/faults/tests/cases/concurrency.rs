@@ -12,7 +12,7 @@ use pg_eventtime_faults::checks::{final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::exec;
 use pg_eventtime_faults::workload::{
-    join, join_workers, run_advancer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, SETUP,
+    join, join_workers, run_advancer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, setup,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -25,7 +25,7 @@ fn concurrent_ingest_and_advances_account_for_every_row() {
         &mut cluster.connect("postgres"),
         &format!("CREATE DATABASE {DB}"),
     );
-    exec(&mut cluster.connect(DB), SETUP);
+    exec(&mut cluster.connect(DB), &setup());
 
     let threads = 8usize;
     let total = env_num("FAULTS_EVENTS", 200_000);

@@ -13,7 +13,7 @@ use pg_eventtime_faults::checks::{consistency, final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::{describe, exec};
 use pg_eventtime_faults::workload::{
-    join, join_workers, run_advancer, run_killer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, SETUP,
+    join, join_workers, run_advancer, run_killer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, setup,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -30,7 +30,7 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
         &mut cluster.connect("postgres"),
         &format!("CREATE DATABASE {DB}"),
     );
-    exec(&mut cluster.connect(DB), SETUP);
+    exec(&mut cluster.connect(DB), &setup());
 
     let threads = 8usize;
     let total = env_num("FAULTS_CRASH_EVENTS", 80_000);

@@ -25,7 +25,7 @@ use pg_eventtime_faults::sources::{
 };
 use pg_eventtime_faults::workload::{
     join, join_workers, micros_sql, run_killer_checked, run_worker, snapshot_sealed, ts_text, Check, Shared, Stats,
-    WorkerConfig, DB, SETUP, T0,
+    WorkerConfig, DB, setup, T0,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -272,7 +272,7 @@ fn lag_ingest_with_sources_never_deadlocks_and_accounts_for_every_row() {
 fn concurrent_sources_never_move_the_watermark_back() {
     let seed = seed("sources_many");
     let started = Instant::now();
-    let cluster = start("sources_many", &["deadlock_timeout = 200ms"], &format!("{SETUP}\n{LOG_SETUP}"));
+    let cluster = start("sources_many", &["deadlock_timeout = 200ms"], &format!("{}\n{LOG_SETUP}", setup()));
     let names: Vec<String> = (0..4).map(|i| format!("kafka-{i}")).collect();
     {
         // Every source registers at T0 before the run, so that the first minimum counts them all.
