@@ -100,21 +100,18 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
             .first()
             .get::<TimestampWithTimeZone>(1)
             .expect("watermark");
+        // The sources as they are, then the change written and applied to this list, which is
+        // what the pipeline watermark is computed from.
+        let (mut list, now) = sources(client, p.id);
         match change {
             Change::Advance { source, to, quiet } => {
-                let mine = client
-                    .select(
-                        "SELECT watermark FROM _eventtime.source WHERE pipeline_id = $1 AND name = $2",
-                        None,
-                        &[p.id.into(), source.into()],
-                    )
-                    .expect("source read");
-                let mine = if mine.is_empty() { None } else { mine.first().get::<TimestampWithTimeZone>(1).expect("watermark") };
-                match mine {
-                    Some(m) if to <= m => {
+                let at = list.iter().position(|s| s.name == source);
+                match at.map(|i| list[i].watermark) {
+                    Some(m) if to.into_inner() <= m => {
                         if !quiet {
                             pgrx::notice!(
-                                "watermark {to} is not ahead of the watermark {m} of source \"{source}\" of pipeline \"{name}\": nothing changed"
+                                "watermark {to} is not ahead of the watermark {} of source \"{source}\" of pipeline \"{name}\": nothing changed",
+                                tstz(m)
                             );
                         }
                     }
@@ -122,12 +119,18 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
                         client
                             .update(
                                 "INSERT INTO _eventtime.source AS s (pipeline_id, name, watermark, advanced_at) \
-                                 VALUES ($1, $2, $3, now()) ON CONFLICT (pipeline_id, name) DO UPDATE \
+                                 VALUES ($1, $2, $3, $4) ON CONFLICT (pipeline_id, name) DO UPDATE \
                                  SET watermark = excluded.watermark, advanced_at = excluded.advanced_at, marked_idle = false",
                                 None,
-                                &[p.id.into(), source.into(), to.into()],
+                                &[p.id.into(), source.into(), to.into(), tstz(now).into()],
                             )
                             .expect("source advance");
+                        let advanced =
+                            SourceClock { name: source.to_string(), watermark: to.into_inner(), advanced_at: now, marked_idle: false };
+                        match at {
+                            Some(i) => list[i] = advanced,
+                            None => list.push(advanced),
+                        }
                         if let Some(c) = current {
                             if to < c && !quiet {
                                 pgrx::notice!(
@@ -139,19 +142,19 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
                 }
             }
             Change::MarkIdle { source } => {
-                let found = client
+                let Some(i) = list.iter().position(|s| s.name == source) else {
+                    EtError::UnknownSource { pipeline: name.to_string(), source: source.to_string() }.raise()
+                };
+                client
                     .update(
-                        "UPDATE _eventtime.source SET marked_idle = true WHERE pipeline_id = $1 AND name = $2 RETURNING 1",
+                        "UPDATE _eventtime.source SET marked_idle = true WHERE pipeline_id = $1 AND name = $2",
                         None,
                         &[p.id.into(), source.into()],
                     )
                     .expect("mark idle");
-                if found.is_empty() {
-                    EtError::UnknownSource { pipeline: name.to_string(), source: source.to_string() }.raise()
-                }
+                list[i].marked_idle = true;
             }
         }
-        let (list, now) = sources(client, p.id);
         let cur = current.map(|c| c.into_inner());
         let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else { return (0, 0, current) };
         if cur.is_some_and(|c| new <= c) {
