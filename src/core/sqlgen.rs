@@ -327,8 +327,9 @@ impl PipelineDef {
     /// The writes of both ingest statements, from the CTE `kept` (the rows that are not
     /// duplicates): refused rows, the state upsert of `up_rows` (key, window start, landing, row
     /// count and one partial per accumulator column, in that order, sorted by window and key), and
-    /// a late version of every upserted window that has fired.
-    fn ingest_writes(&self, up_rows: &str) -> String {
+    /// a late version of every upserted window that has fired. `refused_gate` is a condition that
+    /// is false when the statement has no row to refuse, so that the refused rows' scan is skipped.
+    fn ingest_writes(&self, up_rows: &str, refused_gate: &str) -> String {
         let (size, late) = (self.size(), self.late());
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
@@ -338,7 +339,7 @@ impl PipelineDef {
             "refused AS (\n\
                INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
                SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
-               FROM kept c CROSS JOIN wm WHERE c._et_landing = 3\n\
+               FROM kept c CROSS JOIN wm WHERE {refused_gate} AND c._et_landing = 3\n\
                RETURNING 1\n\
              ),\n\
              up AS (\n\
@@ -373,7 +374,9 @@ impl PipelineDef {
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
         let mut sql = self.ingest_prelude();
-        sql += "cls_n AS MATERIALIZED (SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et FROM cls),\n";
+        sql += "cls_n AS MATERIALIZED (\n\
+                   SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et, max(_et_landing) AS max_landing FROM cls\n\
+                 ),\n";
         if self.event_id.is_some() {
             let key_match: String = self
                 .keys
@@ -425,15 +428,16 @@ impl PipelineDef {
             size = self.size(),
             partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
             k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-        ));
+        ), "(SELECT max_landing FROM cls_n) = 3");
+        // The counts come from the groups and the refused rows, not from another scan of the rows:
+        // all rows of a group share its window, so its landing.
         sql += ", counts AS MATERIALIZED (\n\
-               SELECT count(*) FILTER (WHERE _et_landing = 1) AS accepted,\n\
-                      count(*) FILTER (WHERE _et_landing = 2) AS late,\n\
-                      count(*) FILTER (WHERE _et_landing = 3) AS refused,\n\
-                      (SELECT rows FROM cls_n) - count(*) AS duplicates\n\
-               FROM kept\n\
+               SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
+                      coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\
+                      (SELECT count(*) FROM refused) AS refused\n\
+               FROM batch\n\
              )\n\
-             SELECT accepted, late, refused, duplicates, (SELECT max_et FROM cls_n) FROM counts";
+             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n) FROM counts";
         sql
     }
 
@@ -483,7 +487,7 @@ impl PipelineDef {
                FROM kept WHERE _et_landing < 3",
             size = self.size(),
             partials = self.one_row_partials().iter().map(|p| format!(", {p}")).collect::<String>(),
-        ));
+        ), "true");
         sql += "SELECT count(*) FILTER (WHERE _et_landing = 1), count(*) FILTER (WHERE _et_landing = 2),\n\
                        count(*) FILTER (WHERE _et_landing = 3), 1 - count(*), (SELECT _et_et FROM cls)\n\
                 FROM kept";
@@ -515,7 +519,7 @@ impl PipelineDef {
         };
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
-             SET search_path = pg_catalog, pg_temp AS $eventtime$\n\
+             SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
              BEGIN\n\
              {before}\
@@ -730,6 +734,18 @@ mod tests {
         let many = f.find(&d.ingest_statement()).expect("statement");
         assert!(f.find("IF (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) = 1 THEN").unwrap() < one && one < many);
         assert!(f.contains(COLLECT_COUNTS));
+        assert!(f.starts_with(&format!("CREATE FUNCTION {}() RETURNS trigger", d.trigger_function())));
+        assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));
+    }
+
+    #[test]
+    fn the_statement_counts_from_its_groups_and_refuses_only_when_needed() {
+        let sql = def().ingest_statement();
+        let refused = &sql[sql.find("refused AS (").unwrap()..sql.find("up AS (").unwrap()];
+        assert!(refused.contains("WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3"));
+        let counts = &sql[sql.find("counts AS MATERIALIZED (").unwrap()..];
+        assert!(counts.contains("FROM batch") && !counts.contains("FROM kept"));
+        assert_eq!(sql.matches("FROM kept").count(), 2, "kept is read by batch and refused only");
     }
 
     #[test]
