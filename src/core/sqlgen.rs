@@ -30,6 +30,11 @@ pub const WINDOW_START_COLUMN: &str = "_et_window_start";
 /// counts; plain INSERT and COPY statements skip that call.
 pub const COLLECT_COUNTS: &str = "pg_eventtime.collect_counts";
 
+/// The label of the trigger function's block. Its SQL names the function's variables
+/// `pg_eventtime.<variable>` and resolves every unqualified name as a column
+/// (`#variable_conflict use_column`), so that no source column name can collide with a variable.
+const FN_LABEL: &str = "pg_eventtime";
+
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
 
@@ -285,15 +290,40 @@ impl PipelineDef {
         out
     }
 
-    /// The start of both ingest statements: `wm`, the watermark read `FOR SHARE`, and `cls`,
-    /// each row of the transition table `new_rows` with its window and landing.
-    fn ingest_prelude(&self) -> String {
+    /// `wm`: the pipeline's watermark and the window starts after which a row is open or late,
+    /// read `FOR SHARE` (see *Locks* in the design note).
+    fn watermark_cte(&self) -> String {
         let (size, late) = (self.size(), self.late());
-        let kr = prefix(&self.key_names(Some("r")));
-        let et = quote_ident(&self.event_time);
+        format!(
+            "wm AS MATERIALIZED (\n\
+               SELECT p.watermark AS w,\n\
+                      coalesce(p.watermark - {size}, '-infinity') AS t_open,\n\
+                      coalesce(p.watermark - {size} - {late}, '-infinity') AS t_late\n\
+               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
+             ),\n",
+            id = self.id,
+        )
+    }
+
+    /// The landing of a row whose window starts at `ws`, against `wm`: 1 open, 2 late, 3 refused.
+    fn landing_case(ws: &str) -> String {
+        format!("CASE WHEN {ws} > wm.t_open THEN 1 WHEN {ws} > wm.t_late THEN 2 ELSE 3 END")
+    }
+
+    /// The start of the window of event time `et`; raises the error of a NULL or infinite one.
+    fn window_start_of(&self, et: &str) -> String {
         let (size_us, origin_us) = match self.window {
             WindowSpec::Tumbling { size, origin } => (size, origin),
         };
+        format!("{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us}, {})", self.id)
+    }
+
+    /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
+    /// table `new_rows` with its window and landing.
+    fn ingest_prelude(&self) -> String {
+        let kr = prefix(&self.key_names(Some("r")));
+        let et = quote_ident(&self.event_time);
+        let ws = quote_ident(WINDOW_START_COLUMN);
         let args: String = self
             .aggs
             .iter()
@@ -305,70 +335,69 @@ impl PipelineDef {
             None => "NULL::text".to_string(),
         };
         format!(
-            "WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (\n\
-               SELECT p.watermark AS w,\n\
-                      coalesce(p.watermark - {size}, '-infinity') AS t_open,\n\
-                      coalesce(p.watermark - {size} - {late}, '-infinity') AS t_late\n\
-               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
-             ),\n\
+            "WITH /* pg_eventtime ingest */ {wm}\
              cls AS MATERIALIZED (\n\
                SELECT {kr}r.{ws}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
-                      CASE WHEN r.{ws} > wm.t_open THEN 1 WHEN r.{ws} > wm.t_late THEN 2 ELSE 3 END AS _et_landing,\n\
+                      {landing} AS _et_landing,\n\
                       CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
-               FROM (SELECT n.*, {INTERNAL_SCHEMA}.tumble_start(n.{et}, {size_us}, {origin_us}, {id}) AS {ws} FROM new_rows n OFFSET 0) r\n\
+               FROM (SELECT n.*, {start} AS {ws} FROM new_rows n OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n",
-            id = self.id,
-            ws = quote_ident(WINDOW_START_COLUMN),
+            wm = self.watermark_cte(),
+            landing = Self::landing_case(&format!("r.{ws}")),
+            start = self.window_start_of(&format!("n.{et}")),
             ws_name = WINDOW_START_COLUMN,
         )
     }
 
-    /// The writes of both ingest statements, from the CTE `kept` (the rows that are not
-    /// duplicates): refused rows, the state upsert of `up_rows` (key, window start, landing, row
-    /// count and one partial per accumulator column, in that order, sorted by window and key), and
-    /// a late version of every upserted window that has fired. `refused_gate` is a condition that
-    /// is false when the statement has no row to refuse, so that the refused rows' scan is skipped.
-    fn ingest_writes(&self, up_rows: &str, refused_gate: &str) -> String {
-        let (size, late) = (self.size(), self.late());
+    /// The upsert of `rows` (key, window start, window end, 1 for a late row or batch and 0
+    /// otherwise, row count and one partial per accumulator column, in that order) into the
+    /// state: a late one moves `version` to the next version.
+    fn state_upsert(&self, rows: &str, returning: &str) -> String {
         let k = prefix(&self.key_names(None));
-        let kc = prefix(&self.key_names(Some("c")));
-        let ku = prefix(&self.key_names(Some("u")));
-        let accs = self.acc_cols();
         format!(
-            "refused AS (\n\
-               INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
-               SELECT {kc}c._et_eid, c._et_et, c._et_doc, c.{ws}, c.{ws} + {size}, c.{ws} + {size} + {late}, wm.w\n\
-               FROM kept c CROSS JOIN wm WHERE {refused_gate} AND c._et_landing = 3\n\
-               RETURNING 1\n\
-             ),\n\
-             up AS (\n\
-               INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
-               {up_rows}\n\
-               ON CONFLICT ({k}window_start) DO UPDATE SET\n\
-                 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
-               RETURNING s.*\n\
-             ),\n\
-             late_versions AS (\n\
-               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-               SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}wm.w\n\
-               FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\n\
-               RETURNING 1\n\
-             )\n",
-            refused = self.table("refused"),
-            ws = quote_ident(WINDOW_START_COLUMN),
+            "INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
+             {rows}\n\
+             ON CONFLICT ({k}window_start) DO UPDATE SET\n\
+               version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
+             RETURNING {returning}",
             state = self.table("state"),
-            history = self.table("history"),
-            acc_list = accs.iter().map(|c| format!(", {c}")).collect::<String>(),
+            acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
             merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
+        )
+    }
+
+    /// A late version of each state row `u` that `from` (a FROM clause and its conditions)
+    /// yields, written under `watermark`.
+    fn late_version_insert(&self, from: &str, watermark: &str) -> String {
+        format!(
+            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
+             SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}{watermark}\n\
+             {from}",
+            history = self.table("history"),
+            k = prefix(&self.key_names(None)),
+            ku = prefix(&self.key_names(Some("u"))),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("u")),
         )
     }
 
-    /// The set-based statement run once per ingest statement against the transition table
-    /// `new_rows`. It returns one row: accepted, late, refused, duplicates, and the greatest event
-    /// time of the statement.
+    /// Refused rows from `select`, whose columns are: keys, event id, event time, the row as
+    /// `jsonb`, and the window start `ws` it yields; `watermark` is the refusing watermark.
+    fn refused_insert(&self, select: &str, ws: &str, watermark: &str, from: &str) -> String {
+        let (size, late) = (self.size(), self.late());
+        format!(
+            "INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
+             SELECT {select}, {ws}, {ws} + {size}, {ws} + {size} + {late}, {watermark}\n\
+             {from}",
+            refused = self.table("refused"),
+            k = prefix(&self.key_names(None)),
+        )
+    }
+
+    /// The set-based statement run once per ingest statement of several rows against the
+    /// transition table `new_rows`. It returns one row: accepted, late, refused, duplicates, and
+    /// the greatest event time of the statement.
     pub fn ingest_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
@@ -422,32 +451,76 @@ impl PipelineDef {
              ),\n",
             partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS _et_p{i}")).collect::<String>(),
         );
-        sql += &self.ingest_writes(&format!(
-            "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
-               FROM batch ORDER BY {ws}{k_after}",
-            size = self.size(),
-            partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
-            k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-        ), "(SELECT max_landing FROM cls_n) = 3");
+        // The refused rows' scan is skipped when no row of the statement is past its grace.
+        let refused = self.refused_insert(
+            &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
+            &format!("c.{ws}"),
+            "wm.w",
+            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
+        );
+        let up = self.state_upsert(
+            &format!(
+                "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
+                 FROM batch ORDER BY {ws}{k_after}",
+                size = self.size(),
+                partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
+                k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
+            ),
+            "s.*",
+        );
+        let late_versions = self.late_version_insert("FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1", "wm.w");
         // The counts come from the groups and the refused rows, not from another scan of the rows:
         // all rows of a group share its window, so its landing.
-        sql += ", counts AS MATERIALIZED (\n\
+        sql += &format!(
+            "refused AS (\n{refused}\n),\n\
+             up AS (\n{up}\n),\n\
+             late_versions AS (\n{late_versions}\n),\n\
+             counts AS MATERIALIZED (\n\
                SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
                       coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\
                       (SELECT count(*) FROM refused) AS refused\n\
                FROM batch\n\
              )\n\
-             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n) FROM counts";
+             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n) FROM counts"
+        );
         sql
     }
 
-    /// The partial aggregates of [`Self::partials`] over one row, as expressions on the row's
-    /// columns: the aggregate of one value is the value in the accumulator's type (NULL for
-    /// NULL), and a count is 1 or 0.
-    fn one_row_partials(&self) -> Vec<String> {
+    /// The source columns a single-row statement reads into the record `v_row` of the trigger
+    /// function: keys, event id, event time and aggregate arguments, each once. Field `c<i>` holds
+    /// column `i` of this list. A record, not variables declared `%TYPE` after the source
+    /// columns, so that the function names no source table and survives its renaming.
+    fn one_row_columns(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        let names = self
+            .keys
+            .iter()
+            .map(|k| k.name.as_str())
+            .chain(self.event_id.iter().map(|c| c.name.as_str()))
+            .chain(std::iter::once(self.event_time.as_str()))
+            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()));
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// The field that holds source column `name` in the single-row path, as the function's SQL
+    /// names it.
+    fn one_row_var(&self, name: &str) -> String {
+        let i = self.one_row_columns().iter().position(|c| *c == name).expect("column read by the single-row path");
+        format!("{FN_LABEL}.v_row.c{i}")
+    }
+
+    /// The partial aggregates of [`Self::partials`] over one row whose aggregate argument `c` is
+    /// the expression `arg(c)`: the aggregate of one value is the value in the accumulator's type
+    /// (NULL for NULL), and a count is 1 or 0.
+    fn one_row_partials(&self, arg: impl Fn(&str) -> String) -> Vec<String> {
         let mut out = Vec::new();
-        for (i, a) in self.aggs.iter().enumerate() {
-            let v = Self::arg_col(i);
+        for a in &self.aggs {
+            let v = a.spec.arg.as_deref().map(&arg).unwrap_or_default();
             let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
             out.push(match (a.spec.func, a.spec.arg.is_some()) {
                 (AggFunc::Count, false) => "1::bigint".to_string(),
@@ -461,47 +534,103 @@ impl PipelineDef {
         out
     }
 
-    /// [`Self::ingest_statement`] for a transition table of exactly one row, the single-row
-    /// `INSERT`: no grouping, no duplicates inside the statement, so a shorter plan with fewer
-    /// nodes to start. Same result row.
+    /// The statement for a transition table of exactly one row, the single-row `INSERT`, whose
+    /// columns the trigger function has read into its variables: the watermark, the ledger
+    /// insert and the state upsert, and nothing else, so a short plan with few nodes to start.
+    /// It returns the window start, the landing, the watermark, whether the row is kept (not a
+    /// duplicate) and the `ctid` of the state row it upserted; the trigger function writes the
+    /// rare rest (a late version, a refused row) only when the landing asks for it.
     pub fn ingest_one_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
+        let vk = prefix(&self.keys.iter().map(|c| self.one_row_var(&c.name)).collect::<Vec<_>>());
         let ws = quote_ident(WINDOW_START_COLUMN);
-        let mut sql = self.ingest_prelude();
-        if self.event_id.is_some() {
-            sql += &format!(
-                "fresh AS (\n\
-                   INSERT INTO {ids} (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL\n\
-                   ON CONFLICT DO NOTHING\n\
-                   RETURNING 1\n\
-                 ),\n\
-                 kept AS MATERIALIZED (SELECT c.* FROM cls c WHERE c._et_eid IS NULL OR EXISTS (SELECT 1 FROM fresh)),\n",
-                ids = self.table("ids"),
-            );
-        } else {
-            sql += "kept AS (SELECT * FROM cls),\n";
-        }
-        sql += &self.ingest_writes(&format!(
-            "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
-               FROM kept WHERE _et_landing < 3",
-            size = self.size(),
-            partials = self.one_row_partials().iter().map(|p| format!(", {p}")).collect::<String>(),
-        ), "true");
-        sql += "SELECT count(*) FILTER (WHERE _et_landing = 1), count(*) FILTER (WHERE _et_landing = 2),\n\
-                       count(*) FILTER (WHERE _et_landing = 3), 1 - count(*), (SELECT _et_et FROM cls)\n\
-                FROM kept";
+        let mut sql = format!(
+            "WITH /* pg_eventtime ingest */ {wm}\
+             c AS MATERIALIZED (\n\
+               SELECT x.{ws}, {landing} AS _et_landing, wm.w\n\
+               FROM (SELECT {start} AS {ws}) x CROSS JOIN wm\n\
+             ),\n",
+            wm = self.watermark_cte(),
+            landing = Self::landing_case(&format!("x.{ws}")),
+            start = self.window_start_of(&self.one_row_var(&self.event_time)),
+        );
+        let kept = match &self.event_id {
+            Some(eid) => {
+                let v = self.one_row_var(&eid.name);
+                sql += &format!(
+                    "fresh AS (\n\
+                       INSERT INTO {ids} (window_start, {k}event_id)\n\
+                       SELECT c.{ws}, {vk}{v} FROM c WHERE {v} IS NOT NULL\n\
+                       ON CONFLICT DO NOTHING\n\
+                       RETURNING 1\n\
+                     ),\n",
+                    ids = self.table("ids"),
+                );
+                format!("({v} IS NULL OR EXISTS (SELECT FROM fresh))")
+            }
+            None => "true".to_string(),
+        };
+        let up = self.state_upsert(
+            &format!(
+                "SELECT {vk}c.{ws}, c.{ws} + {size}, CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
+                 FROM c WHERE c._et_landing < 3 AND {kept}",
+                size = self.size(),
+                partials = self.one_row_partials(|c| self.one_row_var(c)).iter().map(|p| format!(", {p}")).collect::<String>(),
+            ),
+            "s.ctid",
+        );
+        sql += &format!("up AS (\n{up}\n)\nSELECT c.{ws}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c");
         sql
     }
 
-    /// The trigger function that runs [`Self::ingest_statement`] (or, for one row,
-    /// [`Self::ingest_one_statement`]) for each INSERT or COPY statement on the source table,
-    /// records duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
+    /// The PL/pgSQL of the single-row path, after the row's columns are in their variables:
+    /// [`Self::ingest_one_statement`], then the counts, and the late version or the refused row
+    /// when the landing asks for one.
+    fn one_row_block(&self) -> String {
+        let kr = prefix(&self.key_names(Some("r")));
+        let eid = match &self.event_id {
+            Some(c) => format!("r.{}", quote_ident(&c.name)),
+            None => "NULL::text".to_string(),
+        };
+        format!(
+            "{stmt}\n\
+             INTO v_ws, v_landing, v_w, v_kept, v_tid;\n\
+             n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {et};\n\
+             IF NOT v_kept THEN\n\
+               n_duplicates := 1;\n\
+             ELSIF v_landing = 1 THEN\n\
+               n_accepted := 1;\n\
+             ELSIF v_landing = 2 THEN\n\
+               n_late := 1;\n\
+               {late};\n\
+             ELSE\n\
+               n_refused := 1;\n\
+               {refused};\n\
+             END IF;\n",
+            stmt = self.ingest_one_statement(),
+            et = self.one_row_var(&self.event_time),
+            late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
+            refused = self.refused_insert(
+                &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
+                &format!("{FN_LABEL}.v_ws"),
+                &format!("{FN_LABEL}.v_w"),
+                "FROM new_rows r",
+            ),
+        )
+    }
+
+    /// The trigger function that runs, for each INSERT or COPY statement on the source table,
+    /// [`Self::ingest_statement`], or for a single row [`Self::one_row_block`]; records
+    /// duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
+    ///
+    /// The first query reads the number of rows of the transition table (up to 2) and the
+    /// columns of its first row into the record `v_row`.
     ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
-    /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything else, never as an upgrade from
-    /// the ROW EXCLUSIVE lock the ingest statement takes (two ingest transactions upgrading would
-    /// deadlock), and the ingest statement that follows takes a fresh snapshot after it.
+    /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything
+    /// else, never as an upgrade from the ROW EXCLUSIVE lock the ingest statement takes (two
+    /// ingest transactions upgrading would deadlock), and the ingest statement that follows takes
+    /// a fresh snapshot after it.
     pub fn create_trigger_function(&self) -> String {
         let (before, after) = match self.watermark_lag {
             Some(_) => (
@@ -517,15 +646,21 @@ impl PipelineDef {
             ),
             None => (String::new(), String::new()),
         };
+        let reads: String =
+            self.one_row_columns().iter().enumerate().map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c))).collect();
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
              SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$\n\
+             #variable_conflict use_column\n\
+             <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
+               v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid;\n\
              BEGIN\n\
              {before}\
-             IF (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) = 1 THEN\n\
-             {one}\n\
-             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+             SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) AS n{reads}\n\
+             INTO v_row FROM new_rows r LIMIT 1;\n\
+             IF v_row.n = 1 THEN\n\
+             {one}\
              ELSE\n\
              {stmt}\n\
              INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
@@ -538,9 +673,9 @@ impl PipelineDef {
              END IF;\n\
              {after}\
              RETURN NULL;\n\
-             END\n$eventtime$",
+             END {FN_LABEL}\n$eventtime$",
             f = self.trigger_function(),
-            one = self.ingest_one_statement(),
+            one = self.one_row_block(),
             stmt = self.ingest_statement(),
             id = self.id,
         )
@@ -713,17 +848,48 @@ mod tests {
         let d = def();
         // count(*), then avg(amount) as a numeric sum and a count of non-NULL values.
         assert_eq!(
-            d.one_row_partials(),
+            d.one_row_partials(|c| format!("v.{c}")),
             [
                 "1::bigint",
-                "(\"_et_v1\")::numeric",
-                "CASE WHEN \"_et_v1\" IS NULL THEN 0::bigint ELSE 1::bigint END",
+                "(v.amount)::numeric",
+                "CASE WHEN v.amount IS NULL THEN 0::bigint ELSE 1::bigint END",
             ]
         );
-        assert_eq!(d.one_row_partials().len(), d.partials().len());
+        assert_eq!(d.one_row_partials(|c| c.to_string()).len(), d.partials().len());
         let one = d.ingest_one_statement();
         assert!(one.starts_with("WITH /* pg_eventtime ingest */"));
         assert!(!one.contains("GROUP BY") && !one.contains("DISTINCT"));
+        // The late version and the refused row are not in its plan.
+        assert!(!one.contains("p7_history") && !one.contains("p7_refused") && !one.contains("new_rows"));
+    }
+
+    #[test]
+    fn the_one_row_path_reads_each_column_once_into_a_record() {
+        let mut d = def();
+        // The event id doubles as the aggregate argument: one variable for both.
+        d.aggs[1].spec.arg = Some("order_id".into());
+        assert_eq!(d.one_row_columns(), ["store", "order_id", "ordered_at"]);
+        assert_eq!(d.one_row_var("ordered_at"), "pg_eventtime.v_row.c2");
+        let f = d.create_trigger_function();
+        assert!(f.contains(
+            "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) AS n, r.\"store\" AS c0, r.\"order_id\" AS c1, r.\"ordered_at\" AS c2\n\
+             INTO v_row FROM new_rows r LIMIT 1;"
+        ));
+        assert!(!f.contains(&d.source), "the function names no source table");
+        // In SQL, no variable is named without the block's label, and names resolve as columns;
+        // only the INTO lists and the conditions of IF, which have no table in scope, name them
+        // bare.
+        assert!(f.contains("#variable_conflict use_column\n<<pg_eventtime>>\n"));
+        let body = &f[f.find("BEGIN\n").unwrap()..];
+        for line in body.lines().filter(|l| !["INTO ", "IF ", "ELSIF "].iter().any(|p| l.trim_start().starts_with(p))) {
+            for (i, _) in line.match_indices("v_") {
+                let before = line[..i].chars().last().unwrap_or(' ');
+                if !(before.is_alphanumeric() || before == '_' || before == '"') {
+                    assert_eq!(before, '.', "unqualified variable in: {line}");
+                    assert!(line[..i].ends_with("pg_eventtime."), "{line}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -732,7 +898,7 @@ mod tests {
         let f = d.create_trigger_function();
         let one = f.find(&d.ingest_one_statement()).expect("one-row statement");
         let many = f.find(&d.ingest_statement()).expect("statement");
-        assert!(f.find("IF (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) = 1 THEN").unwrap() < one && one < many);
+        assert!(f.find("IF v_row.n = 1 THEN").unwrap() < one && one < many);
         assert!(f.contains(COLLECT_COUNTS));
         assert!(f.starts_with(&format!("CREATE FUNCTION {}() RETURNS trigger", d.trigger_function())));
         assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));

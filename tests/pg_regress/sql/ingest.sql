@@ -217,6 +217,28 @@ SELECT name, watermark, open_windows, state_rows, firings, refused, duplicates F
 WHERE name LIKE 'ing\_clicks%' ORDER BY name;
 
 ---------------------------------------------------------------------------------------------
+-- Source columns may have the names of the trigger function's variables and of the columns its
+-- statements compute: one row and several rows, open, late, a duplicate and a refused row.
+---------------------------------------------------------------------------------------------
+CREATE TABLE ing.clash (n_late text, max_event_time timestamptz, v_row int, v_ws numeric, n int, c0 text);
+SELECT eventtime.create_pipeline(name => 'ing_clash', source => 'ing.clash', event_time => 'max_event_time',
+    key => ARRAY['n_late', 'v_row'], event_id => 'n', window_size => interval '1 hour',
+    allowed_lateness => interval '1 hour', aggregates => 'sum(v_ws) AS total, count(c0) AS c0s');
+INSERT INTO ing.clash VALUES ('a', '2026-01-01 00:10+00', 1, 1.5, 1, 'x');
+INSERT INTO ing.clash VALUES ('a', '2026-01-01 00:20+00', 1, 2.5, 2, NULL), ('b', '2026-01-01 00:30+00', NULL, 4, 3, 'y'),
+                             ('a', '2026-01-01 00:40+00', 1, 9, 2, 'z');
+SELECT watermark FROM eventtime.advance_watermark('ing_clash', '2026-01-01 01:30+00');
+INSERT INTO ing.clash VALUES ('a', '2026-01-01 00:50+00', 1, 10, 4, 'w');
+INSERT INTO ing.clash VALUES ('a', '2026-01-01 00:50+00', 1, 10, 4, 'w');
+SELECT * FROM eventtime.ingest('ing_clash', '{"n_late": "b", "max_event_time": "2026-01-01 00:55+00", "n": 5, "v_ws": 1}');
+SELECT watermark FROM eventtime.advance_watermark('ing_clash', '2026-01-01 02:00+00');
+INSERT INTO ing.clash VALUES ('a', '2026-01-01 00:59+00', 1, 100, 6, 'v');
+SELECT n_late, v_row, window_start, version, kind, total, c0s FROM ing.ing_clash_history
+ORDER BY n_late, v_row, window_start, version;
+SELECT n_late, v_row, event_id, "row" FROM ing.ing_clash_refused;
+SELECT refused, duplicates FROM eventtime.pipelines WHERE name = 'ing_clash';
+
+---------------------------------------------------------------------------------------------
 -- Clean up.
 ---------------------------------------------------------------------------------------------
 DROP VIEW ing_history;
