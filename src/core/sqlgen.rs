@@ -35,6 +35,19 @@ pub const COLLECT_COUNTS: &str = "pg_eventtime.collect_counts";
 /// (`#variable_conflict use_column`), so that no source column name can collide with a variable.
 const FN_LABEL: &str = "pg_eventtime";
 
+/// Statements of at least this many rows whose windows have no event id in the ledger yet try
+/// the ledger insert without dedup first (see [`PipelineDef::create_trigger_function`]).
+pub const FRESH_BULK_ROWS: i64 = 1000;
+
+/// How an ingest statement of several rows writes the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ledger {
+    /// `ON CONFLICT DO NOTHING`: duplicates are found and counted.
+    Dedup,
+    /// A plain insert that fails on the first duplicate: no probe of the index before each entry.
+    Fresh,
+}
+
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
 
@@ -399,6 +412,11 @@ impl PipelineDef {
     /// transition table `new_rows`. It returns one row: accepted, late, refused, duplicates, and
     /// the greatest event time of the statement.
     pub fn ingest_statement(&self) -> String {
+        self.ingest_statement_for(Ledger::Dedup)
+    }
+
+    /// [`Self::ingest_statement`] with the ledger insert of `ledger`.
+    fn ingest_statement_for(&self, ledger: Ledger) -> String {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
@@ -406,7 +424,18 @@ impl PipelineDef {
         sql += "cls_n AS MATERIALIZED (\n\
                    SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et, max(_et_landing) AS max_landing FROM cls\n\
                  ),\n";
-        if self.event_id.is_some() {
+        if self.event_id.is_some() && ledger == Ledger::Fresh {
+            // Every id must be new: a duplicate anywhere fails the statement with a unique
+            // violation, and the trigger function then runs the statement that dedups.
+            sql += &format!(
+                "fresh AS (\n\
+                   INSERT INTO {ids} (window_start, {k}event_id)\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL ORDER BY {ws}, {k}_et_eid\n\
+                 ),\n\
+                 kept AS (SELECT * FROM cls),\n",
+                ids = self.table("ids"),
+            );
+        } else if self.event_id.is_some() {
             let key_match: String = self
                 .keys
                 .iter()
@@ -619,6 +648,42 @@ impl PipelineDef {
         )
     }
 
+    /// The PL/pgSQL that runs a statement of several rows: [`Self::ingest_statement`], after a
+    /// try of the statement with a plain ledger insert (`Ledger::Fresh`) when the statement has at
+    /// least [`FRESH_BULK_ROWS`] rows and no event id is in the ledger for any window between its
+    /// first and its last. That is the bulk load of new periods, where every id is new and the
+    /// index probe before each entry of `ON CONFLICT` is most of the statement's cost. A
+    /// duplicate (in the statement, in the ledger, or from a concurrent statement, whose entry the
+    /// unique index waits for) fails the try with a unique violation; its subtransaction is rolled
+    /// back and the statement that dedups runs instead.
+    fn bulk_block(&self) -> String {
+        let stmt = self.ingest_statement();
+        let Some(_) = &self.event_id else {
+            return format!("ELSE\n{stmt}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n");
+        };
+        let et = quote_ident(&self.event_time);
+        format!(
+            "ELSIF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
+               SELECT NOT EXISTS (SELECT FROM {ids} i WHERE i.window_start BETWEEN {lo} AND {hi})\n\
+               FROM (SELECT min(n.{et}) AS lo, max(n.{et}) AS hi FROM new_rows n) m\n\
+             ) ELSE false END) THEN\n\
+               BEGIN\n\
+             {fresh}\n\
+               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+               EXCEPTION WHEN unique_violation THEN\n\
+             {stmt}\n\
+               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+               END;\n\
+             ELSE\n\
+             {stmt}\n\
+             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n",
+            ids = self.table("ids"),
+            lo = self.window_start_of("m.lo"),
+            hi = self.window_start_of("m.hi"),
+            fresh = self.ingest_statement_for(Ledger::Fresh),
+        )
+    }
+
     /// The trigger function that runs, for each INSERT or COPY statement on the source table,
     /// [`Self::ingest_statement`], or for a single row [`Self::one_row_block`]; records
     /// duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
@@ -657,13 +722,11 @@ impl PipelineDef {
                v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid;\n\
              BEGIN\n\
              {before}\
-             SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) AS n{reads}\n\
+             SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
              INTO v_row FROM new_rows r LIMIT 1;\n\
              IF v_row.n = 1 THEN\n\
              {one}\
-             ELSE\n\
-             {stmt}\n\
-             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+             {bulk}\
              END IF;\n\
              IF n_duplicates > 0 THEN\n\
                INSERT INTO {INTERNAL_SCHEMA}.duplicate_counts (pipeline_id, duplicates) VALUES ({id}, n_duplicates);\n\
@@ -676,7 +739,7 @@ impl PipelineDef {
              END {FN_LABEL}\n$eventtime$",
             f = self.trigger_function(),
             one = self.one_row_block(),
-            stmt = self.ingest_statement(),
+            bulk = self.bulk_block(),
             id = self.id,
         )
     }
@@ -872,7 +935,7 @@ mod tests {
         assert_eq!(d.one_row_var("ordered_at"), "pg_eventtime.v_row.c2");
         let f = d.create_trigger_function();
         assert!(f.contains(
-            "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 2) n) AS n, r.\"store\" AS c0, r.\"order_id\" AS c1, r.\"ordered_at\" AS c2\n\
+            "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r.\"store\" AS c0, r.\"order_id\" AS c1, r.\"ordered_at\" AS c2\n\
              INTO v_row FROM new_rows r LIMIT 1;"
         ));
         assert!(!f.contains(&d.source), "the function names no source table");
@@ -902,6 +965,27 @@ mod tests {
         assert!(f.contains(COLLECT_COUNTS));
         assert!(f.starts_with(&format!("CREATE FUNCTION {}() RETURNS trigger", d.trigger_function())));
         assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));
+    }
+
+    #[test]
+    fn bulk_loads_of_new_windows_try_the_plain_ledger_insert_first() {
+        let mut d = def();
+        let fresh = d.ingest_statement_for(Ledger::Fresh);
+        let fresh_cte = &fresh[fresh.find("fresh AS (").unwrap()..fresh.find("kept AS").unwrap()];
+        assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
+        assert!(fresh.contains("kept AS (SELECT * FROM cls)"));
+        let f = d.create_trigger_function();
+        let try_at = f.find("ELSIF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
+        let handler = f.find("EXCEPTION WHEN unique_violation THEN").unwrap();
+        assert!(try_at < f.find(&fresh).unwrap() && f.find(&fresh).unwrap() < handler);
+        // After the handler, and on the path for other statements, the statement that dedups.
+        assert_eq!(f.matches(&d.ingest_statement()).count(), 2);
+        assert!(f[handler..].starts_with(&format!("EXCEPTION WHEN unique_violation THEN\n{}", d.ingest_statement())));
+        // Without event ids there is no ledger and nothing to try.
+        d.event_id = None;
+        let f = d.create_trigger_function();
+        assert!(!f.contains("EXCEPTION") && !f.contains("ELSIF (CASE WHEN v_row.n >="));
+        assert_eq!(f.matches(&d.ingest_statement()).count(), 1);
     }
 
     #[test]

@@ -239,6 +239,28 @@ SELECT n_late, v_row, event_id, "row" FROM ing.ing_clash_refused;
 SELECT refused, duplicates FROM eventtime.pipelines WHERE name = 'ing_clash';
 
 ---------------------------------------------------------------------------------------------
+-- A statement of 1,000 rows or more into windows that have no event id yet is first written
+-- without dedup. A duplicate inside it, or a window that already has ids, takes the statement
+-- that dedups: the same results either way.
+---------------------------------------------------------------------------------------------
+CREATE TABLE ing.bulk (id bigint, k int, at timestamptz);
+SELECT eventtime.create_pipeline(name => 'ing_bulk', source => 'ing.bulk', event_time => 'at', key => ARRAY['k'],
+    event_id => 'id', window_size => interval '1 day', allowed_lateness => interval '1 day', aggregates => 'count(*) AS n');
+-- New windows, no duplicate.
+INSERT INTO ing.bulk SELECT i, i % 3, '2026-03-01 00:00+00'::timestamptz + (i % 2) * interval '1 day' FROM generate_series(1, 1200) i;
+-- New windows, one duplicate inside: (5, 2) on 4 March twice.
+INSERT INTO ing.bulk SELECT i, i % 3, '2026-03-03 00:00+00'::timestamptz + (i % 2) * interval '1 day' FROM generate_series(1, 1200) i
+UNION ALL SELECT 5, 2, '2026-03-04 12:00+00';
+-- Windows that have ids: 600 redeliveries, 600 new rows.
+INSERT INTO ing.bulk SELECT i, i % 3, '2026-03-01 00:00+00'::timestamptz + (i % 2) * interval '1 day' FROM generate_series(601, 1800) i;
+-- Through eventtime.ingest: 1,000 rows into a new window, then the same rows again.
+SELECT * FROM eventtime.ingest('ing_bulk', (SELECT jsonb_agg(jsonb_build_object('id', i, 'k', 0, 'at', '2026-03-10 08:00+00')) FROM generate_series(1, 1000) i));
+SELECT * FROM eventtime.ingest('ing_bulk', (SELECT jsonb_agg(jsonb_build_object('id', i, 'k', 0, 'at', '2026-03-10 08:00+00')) FROM generate_series(1, 1000) i));
+SELECT watermark FROM eventtime.advance_watermark('ing_bulk', '2026-03-20 00:00+00');
+SELECT window_start, sum(n) AS n, count(*) AS keys FROM ing.ing_bulk_latest GROUP BY window_start ORDER BY window_start;
+SELECT duplicates, refused FROM eventtime.pipelines WHERE name = 'ing_bulk';
+
+---------------------------------------------------------------------------------------------
 -- Clean up.
 ---------------------------------------------------------------------------------------------
 DROP VIEW ing_history;

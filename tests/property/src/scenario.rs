@@ -70,6 +70,8 @@ struct Scenario<'a> {
     refused_sent: Vec<usize>,
     next_id: i64,
     rows_sent: i64,
+    /// The greatest event time sent so far, so that a bulk load can target windows after it.
+    max_event_time: i64,
     /// The text of every history row the first time it was seen, by (keys, window start,
     /// version): history is append-only, so it must never change.
     snapshots: BTreeMap<(Keys, String, String), String>,
@@ -146,6 +148,7 @@ impl<'a> Scenario<'a> {
             refused_sent: Vec::new(),
             next_id: 0,
             rows_sent: 0,
+            max_event_time: cfg.start,
             snapshots: BTreeMap::new(),
             step: 0,
             action: "setup".into(),
@@ -281,29 +284,8 @@ impl<'a> Scenario<'a> {
     }
 
     fn ingest_step(&mut self) {
-        let n = match self.rng.random_range(0..100) {
-            0..50 => self.rng.random_range(1..=10),
-            50..85 => self.rng.random_range(1..=60),
-            _ => self.rng.random_range(1..=200),
-        };
-        let now = self.now();
-        let mut batch: Vec<Vec<Val>> = Vec::with_capacity(n);
-        for _ in 0..n {
-            let r = self.rng.random_range(0..100);
-            let row = if r < 6 && !batch.is_empty() {
-                batch[self.rng.random_range(0..batch.len())].clone()
-            } else if r < 20 && !self.sent.is_empty() {
-                let i = if !self.refused_sent.is_empty() && self.rng.random_bool(0.35) {
-                    self.refused_sent[self.rng.random_range(0..self.refused_sent.len())]
-                } else {
-                    self.rng.random_range(0..self.sent.len())
-                };
-                self.sent[i].clone()
-            } else {
-                self.fresh_row(now)
-            };
-            batch.push(row);
-        }
+        let batch = if self.rng.random_range(0..100) < 4 { self.bulk_batch() } else { self.small_batch() };
+        let n = batch.len();
         let method = match self.rng.random_range(0..3) {
             0 => Method::Insert,
             1 => Method::Copy,
@@ -330,7 +312,70 @@ impl<'a> Scenario<'a> {
             }
         }
         self.rows_sent += n as i64;
+        let times = batch.iter().filter_map(|r| match r[self.event_time_col] {
+            Val::Ts(t) => Some(t),
+            _ => None,
+        });
+        self.max_event_time = times.fold(self.max_event_time, i64::max);
         self.record(&batch, &landings);
+    }
+
+    /// 1 to 200 rows near the watermark: fresh rows, duplicates within the statement and
+    /// redeliveries of earlier rows (refused ones on purpose).
+    fn small_batch(&mut self) -> Vec<Vec<Val>> {
+        let n = match self.rng.random_range(0..100) {
+            0..50 => self.rng.random_range(1..=10),
+            50..85 => self.rng.random_range(1..=60),
+            _ => self.rng.random_range(1..=200),
+        };
+        let now = self.now();
+        let mut batch: Vec<Vec<Val>> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let r = self.rng.random_range(0..100);
+            let row = if r < 6 && !batch.is_empty() {
+                batch[self.rng.random_range(0..batch.len())].clone()
+            } else if r < 20 && !self.sent.is_empty() {
+                let i = if !self.refused_sent.is_empty() && self.rng.random_bool(0.35) {
+                    self.refused_sent[self.rng.random_range(0..self.refused_sent.len())]
+                } else {
+                    self.rng.random_range(0..self.sent.len())
+                };
+                self.sent[i].clone()
+            } else {
+                self.fresh_row(now)
+            };
+            batch.push(row);
+        }
+        batch
+    }
+
+    /// A bulk load of new periods: 1,000 to 1,300 fresh rows in the two windows after the
+    /// greatest event time sent so far, which the trigger function first tries to write without
+    /// dedup. One time in four a duplicate inside the statement (that try fails and the statement
+    /// that dedups runs), one in four a redelivery of an earlier row (its window is not new, so
+    /// the statement dedups from the start).
+    fn bulk_batch(&mut self) -> Vec<Vec<Val>> {
+        let s = self.model.size();
+        let from = self.model.window_start(self.max_event_time.max(self.now())) + s;
+        let n = self.rng.random_range(1000..=1300);
+        let mut batch = Vec::with_capacity(n + 1);
+        for _ in 0..n {
+            let mut row = self.fresh_row(from);
+            row[self.event_time_col] = Val::Ts(from + self.rng.random_range(0..2 * s));
+            batch.push(row);
+        }
+        match self.rng.random_range(0..4) {
+            0 => {
+                let twin = batch[self.rng.random_range(0..n)].clone();
+                batch.insert(self.rng.random_range(0..=n), twin);
+            }
+            1 if !self.sent.is_empty() => {
+                let old = self.sent[self.rng.random_range(0..self.sent.len())].clone();
+                batch.insert(self.rng.random_range(0..=n), old);
+            }
+            _ => {}
+        }
+        batch
     }
 
     fn send_insert(&mut self, batch: &[Vec<Val>]) {

@@ -11,7 +11,9 @@
 //!    starts: the ingest waits and is then late, never open-and-missed.
 //!
 //! Also `redelivery_after_purge_is_a_duplicate`: SPEC §3 Dedup for a redelivery that arrives
-//! after its window's deadline, across a committed purge.
+//! after its window's deadline, across a committed purge; and
+//! `concurrent_bulk_loads_of_new_windows_count_each_id_once`: two bulk loads with ids in common,
+//! the second waiting for the first to commit or roll back.
 
 use std::sync::mpsc;
 use std::thread;
@@ -343,4 +345,56 @@ fn redelivery_after_purge_is_a_duplicate() {
         "a redelivery of an accepted row after its window was purged must be a duplicate (SPEC §3 Dedup); \
          ingest returned (accepted, late, refused, duplicates) = {after_purge:?} and crit_refused has {refused} row(s)"
     );
+}
+
+/// Bulk loads of new windows (1,000 rows or more) first try the ledger without dedup. Two such
+/// statements with ids in common, in two transactions: the second waits for the first's ledger
+/// entries. When the first commits, the second's try fails on the unique index and the statement
+/// that dedups runs: the common ids are duplicates, once. When the first rolls back, the
+/// second's try goes through: every one of its rows counts.
+#[test]
+fn concurrent_bulk_loads_of_new_windows_count_each_id_once() {
+    let _ = pg_eventtime_faults::seed("bulk_race");
+    let cluster = setup("bulk_race");
+    let mut obs = cluster.connect("crit");
+    let load = |from: i64, to: i64, day: &str| {
+        format!(
+            "INSERT INTO t SELECT i, 's' || (i % 5), 1, '{day} 00:00+00'::timestamptz + (i % 4) * interval '1 hour' \
+             FROM generate_series({from}, {to}) i"
+        )
+    };
+    let rows_of_day = |obs: &mut Client, day: &str| {
+        one_i64(
+            obs,
+            &format!(
+                "SELECT coalesce(sum(_et_n), 0)::bigint FROM _eventtime.p1_state \
+                 WHERE window_start >= '{day} 00:00+00' AND window_start < '{day} 00:00+00'::timestamptz + interval '1 day'"
+            ),
+        )
+    };
+    for (day, commit_first) in [("2026-03-02", true), ("2026-03-03", false)] {
+        let dups_before = one_i64(&mut obs, "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'");
+        let mut a = cluster.connect("crit");
+        a.batch_execute(&format!("BEGIN; {}", load(1, 1500, day))).unwrap();
+        let mut b = cluster.connect("crit");
+        let b_pid = pid(&mut b);
+        let (b_rx, b_h) = spawn_query(b, load(1001, 2500, day));
+        let waits = wait_for_lock(&mut obs, b_pid, Duration::from_secs(10));
+        assert!(waits.is_some(), "{day}: the second bulk load did not wait for the first one's ledger entries");
+        eprintln!("  bulk loads, {day}: the second waits on {}", waits.unwrap());
+        a.batch_execute(if commit_first { "COMMIT" } else { "ROLLBACK" }).unwrap();
+        b_rx.recv_timeout(Duration::from_secs(30))
+            .expect("the second bulk load did not return")
+            .unwrap_or_else(|e| panic!("{day}: the second bulk load failed: {e}"));
+        b_h.join().unwrap();
+        let dups = one_i64(&mut obs, "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'") - dups_before;
+        let rows = rows_of_day(&mut obs, day);
+        if commit_first {
+            assert_eq!((rows, dups), (2500, 500), "{day}: ids 1001 to 1500 of the second load are duplicates, once");
+        } else {
+            assert_eq!((rows, dups), (1500, 0), "{day}: after the first load rolled back, all of the second counts");
+        }
+    }
+    let ledger = one_i64(&mut obs, "SELECT count(*) FROM _eventtime.p1_ids");
+    assert_eq!(ledger, 2500 + 1500, "one ledger entry per distinct (window, key, id)");
 }
