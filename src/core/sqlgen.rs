@@ -432,7 +432,7 @@ impl PipelineDef {
                    INSERT INTO {ids} (window_start, {k}event_id)\n\
                    SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL ORDER BY {ws}, {k}_et_eid\n\
                  ),\n\
-                 kept AS (SELECT * FROM cls),\n",
+                 kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
                 ids = self.table("ids"),
             );
         } else if self.event_id.is_some() {
@@ -470,7 +470,7 @@ impl PipelineDef {
                 ki = prefix(&self.key_names(Some("i"))),
             );
         } else {
-            sql += "kept AS (SELECT * FROM cls),\n";
+            sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
         }
         let accs = self.acc_cols();
         sql += &format!(
@@ -903,7 +903,7 @@ mod tests {
         d.event_id = None;
         let sql = d.ingest_statement();
         assert!(!sql.contains("\"p7_ids\""));
-        assert!(sql.contains("kept AS (SELECT * FROM cls)"));
+        assert!(sql.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
     }
 
     #[test]
@@ -973,7 +973,7 @@ mod tests {
         let fresh = d.ingest_statement_for(Ledger::Fresh);
         let fresh_cte = &fresh[fresh.find("fresh AS (").unwrap()..fresh.find("kept AS").unwrap()];
         assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
-        assert!(fresh.contains("kept AS (SELECT * FROM cls)"));
+        assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
         let f = d.create_trigger_function();
         let try_at = f.find("ELSIF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
         let handler = f.find("EXCEPTION WHEN unique_violation THEN").unwrap();
