@@ -657,26 +657,29 @@ impl PipelineDef {
     /// unique index waits for) fails the try with a unique violation; its subtransaction is rolled
     /// back and the statement that dedups runs instead.
     fn bulk_block(&self) -> String {
-        let stmt = self.ingest_statement();
+        let stmt = format!("{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n", self.ingest_statement());
         let Some(_) = &self.event_id else {
-            return format!("ELSE\n{stmt}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n");
+            return format!("ELSE\n{stmt}");
         };
+        // One copy of the statement that dedups, run when the try did not happen or failed.
         let et = quote_ident(&self.event_time);
         format!(
-            "ELSIF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
+            "ELSE\n\
+             IF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
                SELECT NOT EXISTS (SELECT FROM {ids} i WHERE i.window_start BETWEEN {lo} AND {hi})\n\
                FROM (SELECT min(n.{et}) AS lo, max(n.{et}) AS hi FROM new_rows n) m\n\
              ) ELSE false END) THEN\n\
                BEGIN\n\
              {fresh}\n\
                INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+               v_done := true;\n\
                EXCEPTION WHEN unique_violation THEN\n\
-             {stmt}\n\
-               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+                 v_done := false;\n\
                END;\n\
-             ELSE\n\
-             {stmt}\n\
-             INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n",
+             END IF;\n\
+             IF NOT v_done THEN\n\
+             {stmt}\
+             END IF;\n",
             ids = self.table("ids"),
             lo = self.window_start_of("m.lo"),
             hi = self.window_start_of("m.hi"),
@@ -688,8 +691,8 @@ impl PipelineDef {
     /// [`Self::ingest_statement`], or for a single row [`Self::one_row_block`]; records
     /// duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
     ///
-    /// The first query reads the number of rows of the transition table (up to 2) and the
-    /// columns of its first row into the record `v_row`.
+    /// The first query reads the number of rows of the transition table (up to
+    /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`.
     ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
     /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything
@@ -719,7 +722,7 @@ impl PipelineDef {
              #variable_conflict use_column\n\
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
-               v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid;\n\
+               v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
              BEGIN\n\
              {before}\
              SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
@@ -940,11 +943,15 @@ mod tests {
         ));
         assert!(!f.contains(&d.source), "the function names no source table");
         // In SQL, no variable is named without the block's label, and names resolve as columns;
-        // only the INTO lists and the conditions of IF, which have no table in scope, name them
-        // bare.
+        // only the INTO lists, the conditions of IF and assignments, which have no table in
+        // scope, name them bare.
         assert!(f.contains("#variable_conflict use_column\n<<pg_eventtime>>\n"));
         let body = &f[f.find("BEGIN\n").unwrap()..];
-        for line in body.lines().filter(|l| !["INTO ", "IF ", "ELSIF "].iter().any(|p| l.trim_start().starts_with(p))) {
+        let plpgsql = |l: &str| {
+            let l = l.trim_start();
+            ["INTO ", "IF ", "ELSIF "].iter().any(|p| l.starts_with(p)) || (l.starts_with("v_") && l.contains(" := "))
+        };
+        for line in body.lines().filter(|l| !plpgsql(l)) {
             for (i, _) in line.match_indices("v_") {
                 let before = line[..i].chars().last().unwrap_or(' ');
                 if !(before.is_alphanumeric() || before == '_' || before == '"') {
@@ -975,16 +982,18 @@ mod tests {
         assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
         assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
         let f = d.create_trigger_function();
-        let try_at = f.find("ELSIF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
-        let handler = f.find("EXCEPTION WHEN unique_violation THEN").unwrap();
+        let try_at = f.find("IF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
+        let handler = f.find("EXCEPTION WHEN unique_violation THEN\nv_done := false;").unwrap();
         assert!(try_at < f.find(&fresh).unwrap() && f.find(&fresh).unwrap() < handler);
-        // After the handler, and on the path for other statements, the statement that dedups.
-        assert_eq!(f.matches(&d.ingest_statement()).count(), 2);
-        assert!(f[handler..].starts_with(&format!("EXCEPTION WHEN unique_violation THEN\n{}", d.ingest_statement())));
+        // The statement that dedups, once, after the try: run when the try did not happen or
+        // failed.
+        assert_eq!(f.matches(&d.ingest_statement()).count(), 1);
+        let dedup = f.find(&d.ingest_statement()).unwrap();
+        assert!(f[handler..dedup].ends_with("IF NOT v_done THEN\n"));
         // Without event ids there is no ledger and nothing to try.
         d.event_id = None;
         let f = d.create_trigger_function();
-        assert!(!f.contains("EXCEPTION") && !f.contains("ELSIF (CASE WHEN v_row.n >="));
+        assert!(!f.contains("EXCEPTION") && !f.contains("IF (CASE WHEN v_row.n >="));
         assert_eq!(f.matches(&d.ingest_statement()).count(), 1);
     }
 
