@@ -2,8 +2,8 @@
 # Runs the benchmark of SPEC §6 (tests/bench): each workload with and without a pipeline in the
 # same run, alternating, and prints a markdown table of medians and ratios against the targets.
 # Builds and installs the extension in release mode, and uses its own cluster under target/.
-# A missed target is reported, not failed; the run fails on errors and on state rows left after
-# the watermark passed every deadline.
+# A missed target is reported, not failed; the run fails on errors, on state rows left after the
+# watermark passed every deadline, and on a floor side that wrote other state than the pipeline.
 #   ./scripts/bench.sh                 full sizes, 3 runs per side (several minutes)
 #   ./scripts/bench.sh --smoke         tiny sizes, 1 run: proves the command works (seconds)
 #   ./scripts/bench.sh --runs 5 --only a,b    other arguments go to the client (tests/bench)
