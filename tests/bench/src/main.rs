@@ -1,7 +1,7 @@
 //! The benchmark of pg_eventtime (SPEC §6), run by `scripts/bench.sh` against a live server
 //! (PGHOST, PGPORT, PGUSER).
 //!
-//! Every workload is measured with and without a pipeline in the same run, alternating
+//! Every workload is measured with and without a pipeline in the same run, the sides taking turns
 //! (without, with, without, with, ...), and reported as the median of each side and their ratio.
 //! (a), (b) and (d) have a third side, the floor ([`Side::Floor`]): the writes the workload needs,
 //! made by hand in plain SQL without a pipeline, checked to leave the same state as the pipeline.
@@ -483,8 +483,9 @@ fn rounds(
     Ok(times.into_iter().map(median).collect())
 }
 
-/// What the state (and the late versions) hold after a side's load: the floor must have written
-/// what the pipeline wrote, or it is not the floor of the same work.
+/// What a side's load left: the state, the late versions and the event ids, each as a count and
+/// a digest of its rows in order. A floor must have written what the pipeline wrote, or it is not
+/// the floor of the same work.
 struct Fingerprints {
     pipeline: Option<String>,
     floor: Vec<(Side, String)>,
@@ -496,16 +497,28 @@ impl Fingerprints {
     }
 
     fn note(&mut self, c: &mut Client, side: Side) -> Res<()> {
-        let (state, n, total, history) = match side {
+        let (state, acc, history, ids) = match side {
             Side::Plain => return Ok(()),
-            Side::Pipeline => (state_table(c)?, "_et_n", "_et_a1", "bench_history".to_string()),
-            Side::Floor | Side::FloorArrays => ("f_state".to_string(), "n", "a1", "f_history".to_string()),
+            Side::Pipeline => (state_table(c)?, "_et_n, _et_a0, _et_a1", "bench_history", ledger_table(c)?),
+            Side::Floor => ("f_state".into(), "n, a0, a1", "f_history", "f_ids".into()),
+            Side::FloorArrays => (
+                "f_state".into(),
+                "n, a0, a1",
+                "f_history",
+                "(SELECT window_start, k, unnest(ids) AS event_id FROM f_id_arrays)".into(),
+            ),
         };
         let fp = text(
             c,
             &format!(
-                "SELECT format('%s windows, %s rows, total %s, versions %s, %s late versions', count(*), sum({n}), \
-                 sum({total}), sum(version), (SELECT count(*) FROM {history} WHERE kind = 'late')) FROM {state}"
+                "SELECT format('state: %s windows, digest %s; late versions: %s, digest %s; event ids: %s, digest %s', \
+                   s.n, s.d, h.n, h.d, i.n, i.d) \
+                 FROM (SELECT count(*) AS n, md5(string_agg(concat_ws('|', k, window_start, window_end, version, {acc}), ',' \
+                         ORDER BY k, window_start)) AS d FROM {state}) s, \
+                      (SELECT count(*) AS n, md5(string_agg(concat_ws('|', k, window_start, version, n, total), ',' \
+                         ORDER BY k, window_start, version)) AS d FROM {history} WHERE kind = 'late') h, \
+                      (SELECT count(*) AS n, md5(string_agg(concat_ws('|', window_start, k, event_id), ',' \
+                         ORDER BY window_start, k, event_id)) AS d FROM {ids} x) i"
             ),
         )?;
         match side {
@@ -519,7 +532,10 @@ impl Fingerprints {
         let Some(p) = &self.pipeline else { return Ok(()) };
         for (side, f) in &self.floor {
             if f != p {
-                return Err(format!("{label}: the {} side wrote other state than the pipeline: {f}, against {p}", side.name()));
+                return Err(format!(
+                    "{label}: the {} side wrote other state, late versions or event ids than the pipeline:\n  {f}\nagainst\n  {p}",
+                    side.name()
+                ));
             }
         }
         Ok(())
@@ -1029,7 +1045,7 @@ fn run() -> Res<bool> {
     println!("- server: {version}; pg_eventtime {ext}");
     println!("- settings: {settings}");
     println!(
-        "- method: median of {} run(s) per side, sides alternating in one run; fresh tables, CHECKPOINT and \
+        "- method: median of {} run(s) per side, the sides taking turns in one run; fresh tables, CHECKPOINT and \
          VACUUM ANALYZE before each measurement; client-side wall time of the measured statements only \
          (total {:.0} s)",
         opts.runs,
@@ -1056,9 +1072,10 @@ fn run() -> Res<bool> {
         println!();
         println!(
             "floor: the writes the workload needs (each event id into a unique ledger, the window state, the \
-             late versions), made by hand in plain SQL in the statement of the insert ((a): in its transaction), \
-             with no trigger and no pipeline, and checked to leave the same state and late versions as the \
-             pipeline. It is what these writes cost as SQL on PostgreSQL tables, whoever makes them."
+             late versions), made by hand in plain SQL in the statement of the insert ((a): in its transaction) \
+             with the pipeline's tables, and checked to leave the same state rows, late versions and event ids \
+             as the pipeline. It has none of the pipeline's own work (trigger, transition table, watermark, \
+             classification, counts)."
         );
         if let Some((arrays, without)) = a_arrays {
             println!(
