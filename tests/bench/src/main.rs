@@ -448,23 +448,37 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Runs `once` for each side in turn, `runs` times, printing each round's times under the sides'
+/// names; returns the median of each side, in the order of `sides`.
+fn turns<S: Copy>(
+    label: &str,
+    sides: &[(S, &str)],
+    runs: usize,
+    mut once: impl FnMut(S) -> Res<Duration>,
+) -> Res<Vec<Duration>> {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
+    for r in 1..=runs {
+        let mut line = format!("  {label} run {r}:");
+        for (i, (side, name)) in sides.iter().enumerate() {
+            let d = once(*side).map_err(|e| format!("{label}, {name}: {e}"))?;
+            line += &format!("{} {name} {}", if i == 0 { "" } else { "," }, ms(d));
+            times[i].push(d);
+        }
+        println!("{line}");
+    }
+    Ok(times.into_iter().map(median).collect())
+}
+
 /// Runs `once(false)` (baseline) and `once(true)` (subject) alternately, `runs` times; returns
 /// the medians (subject, baseline).
 fn alternate(
     label: &str,
     names: (&str, &str),
     runs: usize,
-    mut once: impl FnMut(bool) -> Res<Duration>,
+    once: impl FnMut(bool) -> Res<Duration>,
 ) -> Res<(Duration, Duration)> {
-    let (mut subject, mut baseline) = (Vec::new(), Vec::new());
-    for r in 1..=runs {
-        let b = once(false).map_err(|e| format!("{label}, {}: {e}", names.1))?;
-        let s = once(true).map_err(|e| format!("{label}, {}: {e}", names.0))?;
-        println!("  {label} run {r}: {} {}, {} {}", names.1, ms(b), names.0, ms(s));
-        baseline.push(b);
-        subject.push(s);
-    }
-    Ok((median(subject), median(baseline)))
+    let t = turns(label, &[(false, names.1), (true, names.0)], runs, once)?;
+    Ok((t[1], t[0]))
 }
 
 /// The sides of a workload measured against a floor.
@@ -497,26 +511,11 @@ impl Side {
     }
 }
 
-/// Runs `once` for each side in turn, `runs` times; returns the median of each side, in the
-/// order of `sides`. The pipeline side goes last in a round, so that its data is still there
-/// after the last round.
-fn rounds(
-    label: &str,
-    sides: &[Side],
-    runs: usize,
-    mut once: impl FnMut(Side) -> Res<Duration>,
-) -> Res<Vec<Duration>> {
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
-    for r in 1..=runs {
-        let mut line = format!("  {label} run {r}:");
-        for (i, side) in sides.iter().enumerate() {
-            let d = once(*side).map_err(|e| format!("{label}, {}: {e}", side.name()))?;
-            line += &format!("{} {} {}", if i == 0 { "" } else { "," }, side.name(), ms(d));
-            times[i].push(d);
-        }
-        println!("{line}");
-    }
-    Ok(times.into_iter().map(median).collect())
+/// [`turns`] over the sides of a workload with a floor. The pipeline side goes last in a round, so
+/// that its data is still there after the last round.
+fn rounds(label: &str, sides: &[Side], runs: usize, once: impl FnMut(Side) -> Res<Duration>) -> Res<Vec<Duration>> {
+    let named: Vec<(Side, &str)> = sides.iter().map(|s| (*s, s.name())).collect();
+    turns(label, &named, runs, once)
 }
 
 /// What a side's load left: the state, the late versions and the event ids, each as a count and
