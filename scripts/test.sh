@@ -2,6 +2,8 @@
 # Runs the whole test suite, tier by tier:
 #   core      pure core (#[test]) and in-database internals (#[pg_test]), through cargo pgrx test;
 #   regress   the SQL contract, as pg_regress golden files (tests/pg_regress);
+#   readme    every runnable SQL example of README.md, run in order in one session, with the
+#             outputs it shows compared (tests/readme);
 #   property  the seeded randomized property test against an independent model (tests/property);
 #   faults    concurrency, crashes, the critical interleaving, dump and restore, against servers
 #             of its own with real client connections (tests/faults);
@@ -16,7 +18,7 @@ CLUSTER="$ROOT/target/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-core regress property faults bench}"
+TIERS="${*:-core regress readme property faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -61,27 +63,37 @@ if want regress; then
     fi
 fi
 
+if want readme; then
+    say "tier 3: README examples (tests/readme)"
+    if PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PSQL="$PG_BIN/psql" \
+            python3 "$ROOT/tests/readme/check.py" eventtime_readme; then
+        passed=$((passed + 1))
+    else
+        echo "tier 3 failed"; exit 1
+    fi
+fi
+
 if want property; then
-    say "tier 3: seeded randomized property test (tests/property)"
+    say "tier 4: seeded randomized property test (tests/property)"
     log="$ROOT/target/property.log"
     (cd "$ROOT/tests/property" && PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres cargo test --release 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed' || true
     tally_cargo "$log"
-    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 3 failed (see $log)"; exit 1; }
+    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 4 failed (see $log)"; exit 1; }
 fi
 
 stop_cluster "$CLUSTER"
 
 if want faults; then
-    say "tier 4: concurrency, crashes, interleaving, dump and restore (tests/faults)"
+    say "tier 5: concurrency, crashes, interleaving, dump and restore (tests/faults)"
     log="$ROOT/target/faults.log"
     (cd "$ROOT/tests/faults" && FAULTS_PG_BIN="$PG_BIN" cargo test --release -- --test-threads=1 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed|retries' || true
     tally_cargo "$log"
-    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 4 failed (see $log)"; exit 1; }
+    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 5 failed (see $log)"; exit 1; }
 fi
 
 if want bench; then
-    say "tier 5: benchmark smoke run (scripts/bench.sh --smoke)"
-    if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 5 failed"; exit 1; fi
+    say "tier 6: benchmark smoke run (scripts/bench.sh --smoke)"
+    if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 6 failed"; exit 1; fi
 fi
 
 echo

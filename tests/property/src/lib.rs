@@ -1,4 +1,4 @@
-//! Seeded randomized property test of pg_eventtime (tier 3 of scripts/test.sh).
+//! Seeded randomized property test of pg_eventtime (tier 4 of scripts/test.sh).
 //!
 //! Each pipeline configuration is driven by random ingest statements and watermark advances;
 //! after every step, what the extension publishes is compared with an independent model of
