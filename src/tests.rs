@@ -16,7 +16,9 @@ mod tests {
     /// The internal table `what` of pipeline `p`. Sequences are not rolled back with the test
     /// transactions, so the pipeline id differs from test to test.
     fn internal(what: &str) -> String {
-        let id = Spi::get_one::<i32>("SELECT id FROM _eventtime.pipeline WHERE name = 'p'").unwrap().unwrap();
+        let id = Spi::get_one::<i32>("SELECT id FROM _eventtime.pipeline WHERE name = 'p'")
+            .unwrap()
+            .unwrap();
         format!("_eventtime.p{id}_{what}")
     }
 
@@ -41,17 +43,44 @@ mod tests {
         )
         .unwrap();
         // 3 keys × 3 hours.
-        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 9);
-        assert_eq!(count(&format!("SELECT sum(_et_n)::bigint FROM {}", internal("state"))), 180);
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM {}", internal("state"))),
+            9
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT sum(_et_n)::bigint FROM {}",
+                internal("state")
+            )),
+            180
+        );
         Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:00+00')").unwrap();
         // The first hour fired but is within its grace: its state stays.
-        assert_eq!(count(&format!("SELECT count(*) FROM {} WHERE window_end <= '2026-01-01 01:00+00'", internal("state"))), 3);
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM {} WHERE window_end <= '2026-01-01 01:00+00'",
+                internal("state")
+            )),
+            3
+        );
         assert_eq!(count("SELECT count(*) FROM p_sealed"), 3);
         Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:30+00')").unwrap();
-        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 6);
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM {}", internal("state"))),
+            6
+        );
         Spi::run("SELECT eventtime.advance_watermark('p', 'infinity')").unwrap();
-        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 0);
-        assert_eq!(count(&format!("SELECT count(*) FROM {} WHERE version = 1", internal("history"))), 9);
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM {}", internal("state"))),
+            0
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM {} WHERE version = 1",
+                internal("history")
+            )),
+            9
+        );
     }
 
     #[pg_test]
@@ -62,9 +91,10 @@ mod tests {
         for _ in 0..3 {
             Spi::run("INSERT INTO t VALUES (2, 'a', 1, '2026-01-01 00:20+00'), (3, 'a', 1, '2026-01-01 00:30+00')").unwrap();
         }
-        let versions = Spi::get_one::<Vec<i32>>(
-            &format!("SELECT array_agg(version ORDER BY version) FROM {} WHERE k = 'a'", internal("history")),
-        )
+        let versions = Spi::get_one::<Vec<i32>>(&format!(
+            "SELECT array_agg(version ORDER BY version) FROM {} WHERE k = 'a'",
+            internal("history")
+        ))
         .unwrap()
         .unwrap();
         assert_eq!(versions, vec![1, 2, 3, 4]);
@@ -77,15 +107,28 @@ mod tests {
         setup("0", true);
         Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();
         Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-02 00:00+00')").unwrap();
-        assert_eq!(count(&format!("SELECT count(*) FROM {}", internal("state"))), 0);
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM {}", internal("state"))),
+            0
+        );
         // The same event again, long after: a duplicate, not a refusal.
         let dups = count("SELECT duplicates FROM eventtime.ingest('p', '{\"id\": 1, \"k\": \"a\", \"v\": 1, \"at\": \"2026-01-01 00:10+00\"}')");
         assert_eq!(dups, 1);
         assert_eq!(count("SELECT count(*) FROM p_refused"), 0);
         // A new event of the purged window is refused once, then a duplicate.
         let body = "'{\"id\": 2, \"k\": \"a\", \"v\": 1, \"at\": \"2026-01-01 00:20+00\"}'";
-        assert_eq!(count(&format!("SELECT refused FROM eventtime.ingest('p', {body})")), 1);
-        assert_eq!(count(&format!("SELECT duplicates FROM eventtime.ingest('p', {body})")), 1);
+        assert_eq!(
+            count(&format!(
+                "SELECT refused FROM eventtime.ingest('p', {body})"
+            )),
+            1
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT duplicates FROM eventtime.ingest('p', {body})"
+            )),
+            1
+        );
         assert_eq!(count("SELECT count(*) FROM p_refused"), 1);
         // The published version is untouched.
         assert_eq!(count("SELECT n FROM p_latest"), 1);
@@ -98,7 +141,10 @@ mod tests {
         Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:00+00')").unwrap();
         assert_eq!(count("SELECT count(*) FROM p_history"), 1);
         assert_eq!(count("SELECT n FROM p_history WHERE k IS NULL"), 2);
-        assert_eq!(count("SELECT duplicates FROM eventtime.pipelines WHERE name = 'p'"), 1);
+        assert_eq!(
+            count("SELECT duplicates FROM eventtime.pipelines WHERE name = 'p'"),
+            1
+        );
     }
 
     #[pg_test]
@@ -109,7 +155,10 @@ mod tests {
         Spi::run("SELECT eventtime.drop_pipeline('p')").unwrap();
         assert_eq!(count("SELECT count(*) FROM t"), 1);
         assert_eq!(count("SELECT count(*) FROM pg_class WHERE relnamespace = '_eventtime'::regnamespace AND relname ~ '^p[0-9]+_'"), 0);
-        assert_eq!(count("SELECT count(*) FROM pg_trigger WHERE tgrelid = 't'::regclass"), 0);
+        assert_eq!(
+            count("SELECT count(*) FROM pg_trigger WHERE tgrelid = 't'::regclass"),
+            0
+        );
         Spi::run("INSERT INTO t VALUES (2, 'a', 1, '2026-01-01 00:10+00')").unwrap();
     }
 }

@@ -57,9 +57,27 @@ mod _eventtime {
         ),
     > {
         const F: &str = "eventtime.explain";
-        let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
-        let e = event_time.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "event_time" }.raise());
-        let key = key.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "key" }.raise());
+        let name = pipeline.unwrap_or_else(|| {
+            EtError::NullArgument {
+                function: F,
+                argument: "pipeline",
+            }
+            .raise()
+        });
+        let e = event_time.unwrap_or_else(|| {
+            EtError::NullArgument {
+                function: F,
+                argument: "event_time",
+            }
+            .raise()
+        });
+        let key = key.unwrap_or_else(|| {
+            EtError::NullArgument {
+                function: F,
+                argument: "key",
+            }
+            .raise()
+        });
         let p = catalog::load(name);
         let def = &p.def;
         if key.len() != def.keys.len() {
@@ -73,7 +91,10 @@ mod _eventtime {
                 Some(&if cols.is_empty() {
                     format!("Call eventtime.explain('{name}', event_time) with no key values.")
                 } else {
-                    format!("Pass one value per key column, in this order: {}.", cols.join(", "))
+                    format!(
+                        "Pass one value per key column, in this order: {}.",
+                        cols.join(", ")
+                    )
                 }),
             )
             .raise()
@@ -92,30 +113,58 @@ mod _eventtime {
             .keys
             .iter()
             .enumerate()
-            .map(|(i, k)| format!(" AND t.{} IS NOT DISTINCT FROM (${}::text)::{}", quote_ident(&k.name), i + 2, k.type_name))
+            .map(|(i, k)| {
+                format!(
+                    " AND t.{} IS NOT DISTINCT FROM (${}::text)::{}",
+                    quote_ident(&k.name),
+                    i + 2,
+                    k.type_name
+                )
+            })
             .collect();
-        let state_sql = format!("SELECT t._et_n FROM {} t WHERE t.window_start = $1{key_match}", def.table("state"));
-        let history_sql = format!("SELECT max(t.version) FROM {} t WHERE t.window_start = $1{key_match}", def.table("history"));
+        let state_sql = format!(
+            "SELECT t._et_n FROM {} t WHERE t.window_start = $1{key_match}",
+            def.table("state")
+        );
+        let history_sql = format!(
+            "SELECT max(t.version) FROM {} t WHERE t.window_start = $1{key_match}",
+            def.table("history")
+        );
 
         let rows: Vec<Row> = Spi::connect(|client| {
             let watermark = client
-                .select("SELECT watermark FROM _eventtime.pipeline WHERE id = $1", None, &[p.id.into()])
+                .select(
+                    "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
+                    None,
+                    &[p.id.into()],
+                )
                 .expect("catalog read")
                 .first()
                 .get::<TimestampWithTimeZone>(1)
                 .expect("watermark");
             let (sources, now) = sources(&client, p.id);
             let holding = clock::holding_back(&sources, now, p.idle_timeout);
-            let held_back_by: Option<Vec<String>> =
-                if holding.is_empty() { None } else { Some(holding.iter().map(|s| s.name.clone()).collect()) };
+            let held_back_by: Option<Vec<String>> = if holding.is_empty() {
+                None
+            } else {
+                Some(holding.iter().map(|s| s.name.clone()).collect())
+            };
             let wait = if sources.is_empty() {
                 "no watermark has been advanced yet".to_string()
             } else if holding.is_empty() {
-                "every source is idle, so the pipeline watermark waits for one to advance".to_string()
+                "every source is idle, so the pipeline watermark waits for one to advance"
+                    .to_string()
             } else {
                 let who: Vec<String> = holding
                     .iter()
-                    .map(|s| format!("source \"{}\" (at {}, last advanced at {})", s.name, tstz(s.watermark), tstz(s.advanced_at)))
+                    .map(|s| {
+                        format!(
+                            "source \"{}\" (at {}, last advanced at {})",
+                            s.name,
+                            tstz(s.watermark),
+                            tstz(s.advanced_at)
+                        )
+                    })
                     .collect();
                 format!("the pipeline watermark waits for {}", who.join(" and "))
             };

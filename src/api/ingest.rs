@@ -52,7 +52,8 @@ mod _eventtime {
         let micros: i64 = e.into_inner();
         match WindowSpec::tumbling_window(size_us, origin_us, micros) {
             // SAFETY of the unchecked constructor is not needed: the start is inside the range.
-            Ok(w) => TimestampWithTimeZone::try_from(w.start).expect("window start is a valid timestamptz"),
+            Ok(w) => TimestampWithTimeZone::try_from(w.start)
+                .expect("window start is a valid timestamptz"),
             Err(err) => {
                 let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
                 EtError::EventTimeOutOfRange {
@@ -71,7 +72,15 @@ mod _eventtime {
     #[pg_extern(volatile, parallel_unsafe)]
     fn note_counts(pipeline_id: i32, accepted: i64, late: i64, refused: i64, duplicates: i64) {
         LAST_COUNTS.with(|c| {
-            c.borrow_mut().insert(pipeline_id, Counts { accepted, late, refused, duplicates });
+            c.borrow_mut().insert(
+                pipeline_id,
+                Counts {
+                    accepted,
+                    late,
+                    refused,
+                    duplicates,
+                },
+            );
         });
     }
 }
@@ -80,13 +89,36 @@ mod _eventtime {
 fn ingest(
     pipeline: Option<&str>,
     rows: Option<RawJsonb>,
-) -> TableIterator<'static, (name!(accepted, i64), name!(late, i64), name!(refused, i64), name!(duplicates, i64))> {
+) -> TableIterator<
+    'static,
+    (
+        name!(accepted, i64),
+        name!(late, i64),
+        name!(refused, i64),
+        name!(duplicates, i64),
+    ),
+> {
     const F: &str = "eventtime.ingest";
-    let pipeline = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
-    let rows = rows.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "rows" }.raise());
+    let pipeline = pipeline.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: F,
+            argument: "pipeline",
+        }
+        .raise()
+    });
+    let rows = rows.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: F,
+            argument: "rows",
+        }
+        .raise()
+    });
     let p = catalog::load(pipeline);
     if !p.source_exists {
-        EtError::SourceGone { pipeline: pipeline.to_string() }.raise()
+        EtError::SourceGone {
+            pipeline: pipeline.to_string(),
+        }
+        .raise()
     }
     let doc_hint = "Pass an object keyed by source column names, or an array of such objects.";
     // The document as an array of objects, and the source columns it names.
@@ -112,7 +144,11 @@ fn ingest(
         )
     });
     if kind != "object" && kind != "array" {
-        invalid(format!("rows for pipeline \"{pipeline}\" must be a JSON object or array, not {kind}"), Some(doc_hint)).raise()
+        invalid(
+            format!("rows for pipeline \"{pipeline}\" must be a JSON object or array, not {kind}"),
+            Some(doc_hint),
+        )
+        .raise()
     }
     if non_objects > 0 {
         invalid(
@@ -141,7 +177,11 @@ fn ingest(
     let (col_list, select_list) = if keys.is_empty() {
         (String::new(), "*".to_string())
     } else {
-        let l = keys.iter().map(|k| quote_ident(k)).collect::<Vec<_>>().join(", ");
+        let l = keys
+            .iter()
+            .map(|k| quote_ident(k))
+            .collect::<Vec<_>>()
+            .join(", ");
         (format!(" ({l})"), l)
     };
     let sql = format!(
@@ -149,12 +189,21 @@ fn ingest(
          CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END)",
         src = p.def.source
     );
-    let collect = |on: &str| format!("SELECT pg_catalog.set_config('{COLLECT_COUNTS}', '{on}', true)");
+    let collect =
+        |on: &str| format!("SELECT pg_catalog.set_config('{COLLECT_COUNTS}', '{on}', true)");
     Spi::connect_mut(|client| {
-        client.update(collect("on").as_str(), None, &[]).expect("collect counts");
-        client.update(sql.as_str(), None, &[rows.into()]).expect("ingest insert");
-        client.update(collect("off").as_str(), None, &[]).expect("collect counts");
+        client
+            .update(collect("on").as_str(), None, &[])
+            .expect("collect counts");
+        client
+            .update(sql.as_str(), None, &[rows.into()])
+            .expect("ingest insert");
+        client
+            .update(collect("off").as_str(), None, &[])
+            .expect("collect counts");
     });
-    let c = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)).unwrap_or_default();
+    let c = LAST_COUNTS
+        .with(|c| c.borrow_mut().remove(&p.id))
+        .unwrap_or_default();
     TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))
 }

@@ -15,7 +15,12 @@ mod _eventtime {
         pipeline_id: i32,
     ) -> TableIterator<
         'static,
-        (name!(open_windows, i64), name!(state_rows, i64), name!(firings, i64), name!(refused, i64)),
+        (
+            name!(open_windows, i64),
+            name!(state_rows, i64),
+            name!(firings, i64),
+            name!(refused, i64),
+        ),
     > {
         let t = |what: &str| internal_table(pipeline_id, what);
         let sql = format!(
@@ -27,8 +32,13 @@ mod _eventtime {
             refused = t("refused"),
         );
         let row = Spi::connect(|client| {
-            let r = client.select(sql.as_str(), None, &[]).expect("pipeline counts").first();
-            (1..=4).map(|i| r.get::<i64>(i).expect("count").unwrap_or(0)).collect::<Vec<_>>()
+            let r = client
+                .select(sql.as_str(), None, &[])
+                .expect("pipeline counts")
+                .first();
+            (1..=4)
+                .map(|i| r.get::<i64>(i).expect("count").unwrap_or(0))
+                .collect::<Vec<_>>()
         });
         TableIterator::once((row[0], row[1], row[2], row[3]))
     }
@@ -38,10 +48,16 @@ mod _eventtime {
     #[pg_trigger]
     fn refuse_change<'a>(
         trigger: &'a pgrx::PgTrigger<'a>,
-    ) -> Result<Option<pgrx::prelude::PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::prelude::PgHeapTupleError> {
+    ) -> Result<
+        Option<pgrx::prelude::PgHeapTuple<'a, pgrx::AllocatedByPostgres>>,
+        pgrx::prelude::PgHeapTupleError,
+    > {
         let args = trigger.extra_args().unwrap_or_default();
         let pipeline = args.first().cloned().unwrap_or_default();
-        let what = args.get(1).cloned().unwrap_or_else(|| "history".to_string());
+        let what = args
+            .get(1)
+            .cloned()
+            .unwrap_or_else(|| "history".to_string());
         let operation = match trigger.op() {
             Ok(pgrx::PgTriggerOperation::Insert) => "INSERT",
             Ok(pgrx::PgTriggerOperation::Update) => "UPDATE",
@@ -49,6 +65,11 @@ mod _eventtime {
             Ok(pgrx::PgTriggerOperation::Truncate) => "TRUNCATE",
             _ => "this change",
         };
-        EtError::ReadOnly { pipeline, what, operation: operation.to_string() }.raise()
+        EtError::ReadOnly {
+            pipeline,
+            what,
+            operation: operation.to_string(),
+        }
+        .raise()
     }
 }

@@ -23,5 +23,11 @@ fn landing(
         )
         .raise(),
     };
-    landing::landing(event_time.into_inner(), window_end.into_inner(), watermark.into_inner(), lateness).as_str()
+    landing::landing(
+        event_time.into_inner(),
+        window_end.into_inner(),
+        watermark.into_inner(),
+        lateness,
+    )
+    .as_str()
 }

@@ -86,7 +86,11 @@ fn duration(arg: &str, v: Interval, allow_zero: bool) -> i64 {
         .raise()
     };
     if us < 0 || (us == 0 && !allow_zero) {
-        let what = if allow_zero { "must not be negative" } else { "must be positive" };
+        let what = if allow_zero {
+            "must not be negative"
+        } else {
+            "must be positive"
+        };
         invalid(format!("{arg} \"{v}\" {what}"), None).raise()
     }
     us
@@ -125,7 +129,10 @@ fn create_pipeline(
     idle_timeout: default!(Option<Interval>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
-    let null = |argument| EtError::NullArgument { function: F, argument };
+    let null = |argument| EtError::NullArgument {
+        function: F,
+        argument,
+    };
     let name = name.unwrap_or_else(|| null("name").raise());
     let source = source.unwrap_or_else(|| null("source").raise());
     let event_time = event_time.unwrap_or_else(|| null("event_time").raise());
@@ -141,7 +148,11 @@ fn create_pipeline(
     }
     let longest_suffix = VIEW_SUFFIXES.iter().map(|s| s.len()).max().unwrap();
     if name.len() + longest_suffix > NAME_MAX {
-        EtError::NameTooLong { name: name.to_string(), limit: NAME_MAX - longest_suffix }.raise()
+        EtError::NameTooLong {
+            name: name.to_string(),
+            limit: NAME_MAX - longest_suffix,
+        }
+        .raise()
     }
     let exists = Spi::get_one_with_args::<bool>(
         "SELECT EXISTS (SELECT 1 FROM _eventtime.pipeline WHERE name = $1)",
@@ -150,7 +161,10 @@ fn create_pipeline(
     .expect("catalog read")
     .unwrap_or(false);
     if exists {
-        EtError::DuplicatePipeline { name: name.to_string() }.raise()
+        EtError::DuplicatePipeline {
+            name: name.to_string(),
+        }
+        .raise()
     }
 
     // The source table.
@@ -173,7 +187,10 @@ fn create_pipeline(
     });
     drop(source);
     if relkind != "r" && relkind != "p" {
-        EtError::WrongObjectType { name: source_sql.clone() }.raise()
+        EtError::WrongObjectType {
+            name: source_sql.clone(),
+        }
+        .raise()
     }
     let cols = source_columns(source_oid);
     if cols.iter().any(|c| c.name == WINDOW_START_COLUMN) {
@@ -204,14 +221,24 @@ fn create_pipeline(
         let c = find(&cols, &source_sql, k, "key");
         require_ordering(&source_sql, c, "key");
         if keys.iter().any(|s: &StoredColumn| &s.name == k) {
-            EtError::DuplicateColumn { name: k.clone(), detail: "The column appears twice in key.".into() }.raise()
+            EtError::DuplicateColumn {
+                name: k.clone(),
+                detail: "The column appears twice in key.".into(),
+            }
+            .raise()
         }
-        keys.push(StoredColumn { name: c.name.clone(), type_name: c.declared.clone() });
+        keys.push(StoredColumn {
+            name: c.name.clone(),
+            type_name: c.declared.clone(),
+        });
     }
     let event_id_col = event_id.map(|e| {
         let c = find(&cols, &source_sql, e, "event_id");
         require_ordering(&source_sql, c, "event_id");
-        StoredColumn { name: c.name.clone(), type_name: c.declared.clone() }
+        StoredColumn {
+            name: c.name.clone(),
+            type_name: c.declared.clone(),
+        }
     });
 
     // Window and lateness.
@@ -226,27 +253,42 @@ fn create_pipeline(
 
     // Aggregates.
     let specs = aggregates::parse(aggregates_text).unwrap_or_else(|e| {
-        EtError::AggregateSyntax { message: e.message, position: e.position, hint: e.hint }.raise()
+        EtError::AggregateSyntax {
+            message: e.message,
+            position: e.position,
+            hint: e.hint,
+        }
+        .raise()
     });
     let mut taken: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
-    let reserved = |name: &str| RESERVED_COLUMNS.contains(&name) || name.starts_with(INTERNAL_PREFIX);
+    let reserved =
+        |name: &str| RESERVED_COLUMNS.contains(&name) || name.starts_with(INTERNAL_PREFIX);
     let reserved_detail = format!(
         "The views of a pipeline add the columns {}; names starting with \"{INTERNAL_PREFIX}\" are reserved too.",
         RESERVED_COLUMNS.join(", ")
     );
     for k in &keys {
         if reserved(&k.name) {
-            EtError::ReservedColumn { name: k.name.clone(), detail: reserved_detail.clone() }.raise()
+            EtError::ReservedColumn {
+                name: k.name.clone(),
+                detail: reserved_detail.clone(),
+            }
+            .raise()
         }
     }
     for s in &specs {
         if reserved(&s.alias) {
-            EtError::ReservedColumn { name: s.alias.clone(), detail: reserved_detail.clone() }.raise()
+            EtError::ReservedColumn {
+                name: s.alias.clone(),
+                detail: reserved_detail.clone(),
+            }
+            .raise()
         }
         if taken.contains(&s.alias) {
             EtError::DuplicateColumn {
                 name: s.alias.clone(),
-                detail: "Aggregate names must differ from each other and from the key columns.".into(),
+                detail: "Aggregate names must differ from each other and from the key columns."
+                    .into(),
             }
             .raise()
         }
@@ -262,18 +304,29 @@ fn create_pipeline(
                 // Aggregates of a domain are those of its base type.
                 // SAFETY: a catalog lookup by type oid; the oid comes from pg_attribute.
                 let base_oid = unsafe { pg_sys::getBaseType(c.type_oid) };
-                let base_name = Spi::get_one_with_args::<String>("SELECT $1::regtype::text", &[base_oid.into()])
-                    .expect("type name")
-                    .unwrap_or_default();
-                let kind = if s.func == AggFunc::Avg { AvgKind::for_input(&base_name) } else { None };
+                let base_name = Spi::get_one_with_args::<String>(
+                    "SELECT $1::regtype::text",
+                    &[base_oid.into()],
+                )
+                .expect("type name")
+                .unwrap_or_default();
+                let kind = if s.func == AggFunc::Avg {
+                    AvgKind::for_input(&base_name)
+                } else {
+                    None
+                };
                 let ok = match s.func {
                     AggFunc::Count => true,
                     AggFunc::Avg => kind.is_some(),
                     _ => aggregate_exists(s.func, base_oid),
                 };
                 if !ok {
-                    EtError::UndefinedAggregate { function: s.func.name().into(), column: a.clone(), type_name: c.declared.clone() }
-                        .raise()
+                    EtError::UndefinedAggregate {
+                        function: s.func.name().into(),
+                        column: a.clone(),
+                        type_name: c.declared.clone(),
+                    }
+                    .raise()
                 }
                 (format!("{}({})", s.func.name(), quote_ident(a)), kind)
             }
@@ -283,10 +336,16 @@ fn create_pipeline(
     }
     let result_types: Vec<String> = Spi::connect(|client| {
         let row = client
-            .select(&format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")), None, &[])
+            .select(
+                &format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")),
+                None,
+                &[],
+            )
             .expect("aggregate type probe")
             .first();
-        (1..=specs.len()).map(|i| row.get::<String>(i).unwrap().unwrap()).collect()
+        (1..=specs.len())
+            .map(|i| row.get::<String>(i).unwrap().unwrap())
+            .collect()
     });
     let resolved: Vec<ResolvedAgg> = specs
         .into_iter()
@@ -300,7 +359,12 @@ fn create_pipeline(
                 (_, Some(AvgKind::Interval)) => "interval".to_string(),
                 _ => result_type.clone(),
             };
-            ResolvedAgg { spec, result_type, acc_type, avg_kind }
+            ResolvedAgg {
+                spec,
+                result_type,
+                acc_type,
+                avg_kind,
+            }
         })
         .collect();
 
@@ -338,7 +402,13 @@ fn create_pipeline(
     .expect("catalog insert")
     .expect("id");
 
-    let def = stored.to_def(id, name, source_sql.clone(), view_schema, event_time.to_string());
+    let def = stored.to_def(
+        id,
+        name,
+        source_sql.clone(),
+        view_schema,
+        event_time.to_string(),
+    );
     let mut ddl = def.create_tables();
     ddl.push(def.create_trigger_function());
     ddl.push(def.create_trigger());
@@ -347,7 +417,9 @@ fn create_pipeline(
         "COMMENT ON TRIGGER {} ON {} IS {}",
         def.trigger_name(),
         source_sql,
-        quote_literal(&format!("pg_eventtime: routes inserted rows into pipeline {name}"))
+        quote_literal(&format!(
+            "pg_eventtime: routes inserted rows into pipeline {name}"
+        ))
     ));
     for (suffix, what) in [
         ("_history", "every firing of every window: version 1 sealed, then late versions and restatements"),
@@ -363,7 +435,9 @@ fn create_pipeline(
     }
     Spi::connect_mut(|client| {
         for stmt in &ddl {
-            client.update(stmt.as_str(), None, &[]).expect("pipeline DDL");
+            client
+                .update(stmt.as_str(), None, &[])
+                .expect("pipeline DDL");
         }
     });
 
@@ -372,7 +446,12 @@ fn create_pipeline(
     let mut used: Vec<&str> = vec![event_time];
     used.extend(stored.keys.iter().map(|k| k.name.as_str()));
     used.extend(stored.event_id.iter().map(|c| c.name.as_str()));
-    used.extend(stored.aggregates.iter().filter_map(|a| a.spec.arg.as_deref()));
+    used.extend(
+        stored
+            .aggregates
+            .iter()
+            .filter_map(|a| a.spec.arg.as_deref()),
+    );
     let trigger_oid = Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT oid FROM pg_trigger WHERE tgrelid = $1 AND tgname = $2",
         &[source_oid.into(), format!("eventtime_ingest_p{id}").into()],
@@ -385,28 +464,58 @@ fn create_pipeline(
     )
     .expect("attribute read")
     .unwrap_or_default();
-    let depender = pg_sys::ObjectAddress { classId: pg_sys::TriggerRelationId, objectId: trigger_oid, objectSubId: 0 };
+    let depender = pg_sys::ObjectAddress {
+        classId: pg_sys::TriggerRelationId,
+        objectId: trigger_oid,
+        objectSubId: 0,
+    };
     for attnum in attnums {
-        let referenced =
-            pg_sys::ObjectAddress { classId: pg_sys::RelationRelationId, objectId: source_oid, objectSubId: attnum as i32 };
+        let referenced = pg_sys::ObjectAddress {
+            classId: pg_sys::RelationRelationId,
+            objectId: source_oid,
+            objectSubId: attnum as i32,
+        };
         // SAFETY: both addresses name objects that exist in this transaction; recordDependencyOn
         // only inserts a pg_depend row.
-        unsafe { pg_sys::recordDependencyOn(&depender, &referenced, pg_sys::DependencyType::DEPENDENCY_NORMAL) };
+        unsafe {
+            pg_sys::recordDependencyOn(
+                &depender,
+                &referenced,
+                pg_sys::DependencyType::DEPENDENCY_NORMAL,
+            )
+        };
     }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn drop_pipeline(name: Option<&str>) {
-    let name = name.unwrap_or_else(|| EtError::NullArgument { function: "eventtime.drop_pipeline", argument: "name" }.raise());
+    let name = name.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: "eventtime.drop_pipeline",
+            argument: "name",
+        }
+        .raise()
+    });
     let p = catalog::load(name);
     let mut stmts = p.def.drop_objects(p.source_exists);
-    stmts.push(format!("DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}", p.id));
-    stmts.push(format!("DELETE FROM _eventtime.source WHERE pipeline_id = {}", p.id));
-    stmts.push(format!("DELETE FROM _eventtime.pipeline WHERE id = {}", p.id));
+    stmts.push(format!(
+        "DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}",
+        p.id
+    ));
+    stmts.push(format!(
+        "DELETE FROM _eventtime.source WHERE pipeline_id = {}",
+        p.id
+    ));
+    stmts.push(format!(
+        "DELETE FROM _eventtime.pipeline WHERE id = {}",
+        p.id
+    ));
     Spi::connect_mut(|client| {
         for stmt in &stmts {
-            client.update(stmt.as_str(), None, &[]).expect("drop pipeline");
+            client
+                .update(stmt.as_str(), None, &[])
+                .expect("drop pipeline");
         }
     });
 }

@@ -37,7 +37,11 @@ type Outcome = (i64, i64, Option<TimestampWithTimeZone>);
 enum Change<'a> {
     /// `source` says its event time has reached `to`. `quiet` leaves out the NOTICE for a
     /// watermark that is not ahead (the lag source, advanced by every ingest statement).
-    Advance { source: &'a str, to: TimestampWithTimeZone, quiet: bool },
+    Advance {
+        source: &'a str,
+        to: TimestampWithTimeZone,
+        quiet: bool,
+    },
     /// `source` stops counting until it advances again.
     MarkIdle { source: &'a str },
 }
@@ -50,13 +54,21 @@ fn require_read_committed(pipeline: &str, function: &'static str) {
     // SAFETY: XactIsoLevel is a plain global of the backend, read on the backend's own thread.
     let iso = unsafe { pg_sys::XactIsoLevel };
     if iso != pg_sys::XACT_READ_COMMITTED as i32 {
-        EtError::WrongIsolation { function, pipeline: pipeline.to_string() }.raise()
+        EtError::WrongIsolation {
+            function,
+            pipeline: pipeline.to_string(),
+        }
+        .raise()
     }
 }
 
 fn lock_state(client: &mut SpiClient<'_>, p: &Pipeline) {
     client
-        .update(format!("LOCK TABLE {} IN EXCLUSIVE MODE", p.def.table("state")).as_str(), None, &[])
+        .update(
+            format!("LOCK TABLE {} IN EXCLUSIVE MODE", p.def.table("state")).as_str(),
+            None,
+            &[],
+        )
         .expect("state lock");
 }
 
@@ -95,7 +107,11 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
     Spi::connect_mut(|client| {
         lock_state(client, p);
         let current = client
-            .update("SELECT watermark FROM _eventtime.pipeline WHERE id = $1 FOR UPDATE", None, &[p.id.into()])
+            .update(
+                "SELECT watermark FROM _eventtime.pipeline WHERE id = $1 FOR UPDATE",
+                None,
+                &[p.id.into()],
+            )
             .expect("catalog lock")
             .first()
             .get::<TimestampWithTimeZone>(1)
@@ -125,8 +141,12 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
                                 &[p.id.into(), source.into(), to.into(), tstz(now).into()],
                             )
                             .expect("source advance");
-                        let advanced =
-                            SourceClock { name: source.to_string(), watermark: to.into_inner(), advanced_at: now, marked_idle: false };
+                        let advanced = SourceClock {
+                            name: source.to_string(),
+                            watermark: to.into_inner(),
+                            advanced_at: now,
+                            marked_idle: false,
+                        };
                         match at {
                             Some(i) => list[i] = advanced,
                             None => list.push(advanced),
@@ -143,7 +163,11 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
             }
             Change::MarkIdle { source } => {
                 let Some(i) = list.iter().position(|s| s.name == source) else {
-                    EtError::UnknownSource { pipeline: name.to_string(), source: source.to_string() }.raise()
+                    EtError::UnknownSource {
+                        pipeline: name.to_string(),
+                        source: source.to_string(),
+                    }
+                    .raise()
                 };
                 client
                     .update(
@@ -156,17 +180,27 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
             }
         }
         let cur = current.map(|c| c.into_inner());
-        let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else { return (0, 0, current) };
+        let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else {
+            return (0, 0, current);
+        };
         if cur.is_some_and(|c| new <= c) {
             return (0, 0, current);
         }
         let new = tstz(new);
         client
-            .update("UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1", None, &[p.id.into(), new.into()])
+            .update(
+                "UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1",
+                None,
+                &[p.id.into(), new.into()],
+            )
             .expect("watermark update");
         // Fire first, from the state as it is; then purge what reached its deadline.
         let fired = client
-            .update(p.def.fire_statement().as_str(), None, &[new.into(), current.into()])
+            .update(
+                p.def.fire_statement().as_str(),
+                None,
+                &[new.into(), current.into()],
+            )
             .expect("fire")
             .first()
             .get::<i64>(1)
@@ -185,7 +219,13 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
 
 /// A source name as given by the user: any text but empty (names are values, never SQL).
 fn source_name<'a>(function: &'static str, source: Option<&'a str>) -> &'a str {
-    let source = source.unwrap_or_else(|| EtError::NullArgument { function, argument: "source" }.raise());
+    let source = source.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function,
+            argument: "source",
+        }
+        .raise()
+    });
     if source.is_empty() {
         invalid(
             "source name must not be empty",
@@ -204,15 +244,38 @@ fn advance_watermark(
     source: default!(Option<&str>, "'default'"),
 ) -> TableIterator<
     'static,
-    (name!(windows_fired, i64), name!(windows_purged, i64), name!(watermark, Option<TimestampWithTimeZone>)),
+    (
+        name!(windows_fired, i64),
+        name!(windows_purged, i64),
+        name!(watermark, Option<TimestampWithTimeZone>),
+    ),
 > {
     const F: &str = "eventtime.advance_watermark";
-    let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
-    let to = watermark.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "watermark" }.raise());
+    let name = pipeline.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: F,
+            argument: "pipeline",
+        }
+        .raise()
+    });
+    let to = watermark.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: F,
+            argument: "watermark",
+        }
+        .raise()
+    });
     let source = source_name(F, source);
     let p = catalog::load(name);
     require_read_committed(name, F);
-    TableIterator::once(apply(&p, Change::Advance { source, to, quiet: false }))
+    TableIterator::once(apply(
+        &p,
+        Change::Advance {
+            source,
+            to,
+            quiet: false,
+        },
+    ))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -222,10 +285,20 @@ fn mark_idle(
     source: Option<&str>,
 ) -> TableIterator<
     'static,
-    (name!(windows_fired, i64), name!(windows_purged, i64), name!(watermark, Option<TimestampWithTimeZone>)),
+    (
+        name!(windows_fired, i64),
+        name!(windows_purged, i64),
+        name!(watermark, Option<TimestampWithTimeZone>),
+    ),
 > {
     const F: &str = "eventtime.mark_idle";
-    let name = pipeline.unwrap_or_else(|| EtError::NullArgument { function: F, argument: "pipeline" }.raise());
+    let name = pipeline.unwrap_or_else(|| {
+        EtError::NullArgument {
+            function: F,
+            argument: "pipeline",
+        }
+        .raise()
+    });
     let source = source_name(F, source);
     let p = catalog::load(name);
     require_read_committed(name, F);
@@ -251,9 +324,18 @@ mod _eventtime {
     fn advance_by_watermark_lag(pipeline_id: i32, max_event_time: Option<TimestampWithTimeZone>) {
         let Some(max) = max_event_time else { return };
         let p = catalog::load_by_id(pipeline_id);
-        let Some(lag) = p.def.watermark_lag else { return };
+        let Some(lag) = p.def.watermark_lag else {
+            return;
+        };
         let to = tstz(time::add(max.into_inner(), -lag));
-        apply(&p, Change::Advance { source: LAG_SOURCE, to, quiet: true });
+        apply(
+            &p,
+            Change::Advance {
+                source: LAG_SOURCE,
+                to,
+                quiet: true,
+            },
+        );
     }
 
     /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why), and
@@ -273,16 +355,28 @@ mod _eventtime {
     > {
         let ids: Vec<(i32, String)> = Spi::connect(|client| {
             client
-                .select("SELECT id, name FROM _eventtime.pipeline ORDER BY name", None, &[])
+                .select(
+                    "SELECT id, name FROM _eventtime.pipeline ORDER BY name",
+                    None,
+                    &[],
+                )
                 .expect("catalog read")
-                .map(|r| (r.get::<i32>(1).unwrap().unwrap(), r.get::<String>(2).unwrap().unwrap()))
+                .map(|r| {
+                    (
+                        r.get::<i32>(1).unwrap().unwrap(),
+                        r.get::<String>(2).unwrap().unwrap(),
+                    )
+                })
                 .collect()
         });
         let mut rows = Vec::new();
         for (id, name) in ids {
             let p = catalog::load(&name);
             let (list, now) = Spi::connect(|client| sources(&client, id));
-            let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout).iter().map(|s| s.name.clone()).collect();
+            let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout)
+                .iter()
+                .map(|s| s.name.clone())
+                .collect();
             for s in &list {
                 let idle = s.idle(now, p.idle_timeout);
                 rows.push((

@@ -74,10 +74,22 @@ fn tokenize(input: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
         let pos = i + 1;
         match c {
             c if c.is_whitespace() => i += 1,
-            '(' => { out.push((pos, Tok::LParen)); i += 1; }
-            ')' => { out.push((pos, Tok::RParen)); i += 1; }
-            '*' => { out.push((pos, Tok::Star)); i += 1; }
-            ',' => { out.push((pos, Tok::Comma)); i += 1; }
+            '(' => {
+                out.push((pos, Tok::LParen));
+                i += 1;
+            }
+            ')' => {
+                out.push((pos, Tok::RParen));
+                i += 1;
+            }
+            '*' => {
+                out.push((pos, Tok::Star));
+                i += 1;
+            }
+            ',' => {
+                out.push((pos, Tok::Comma));
+                i += 1;
+            }
             '"' => {
                 let mut text = String::new();
                 i += 1;
@@ -90,13 +102,26 @@ fn tokenize(input: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
                                 hint: None,
                             })
                         }
-                        Some('"') if chars.get(i + 1) == Some(&'"') => { text.push('"'); i += 2; }
-                        Some('"') => { i += 1; break; }
-                        Some(&c) => { text.push(c); i += 1; }
+                        Some('"') if chars.get(i + 1) == Some(&'"') => {
+                            text.push('"');
+                            i += 2;
+                        }
+                        Some('"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(&c) => {
+                            text.push(c);
+                            i += 1;
+                        }
                     }
                 }
                 if text.is_empty() {
-                    return Err(ParseError { position: pos, message: "zero-length quoted name in aggregate list".into(), hint: None });
+                    return Err(ParseError {
+                        position: pos,
+                        message: "zero-length quoted name in aggregate list".into(),
+                        hint: None,
+                    });
                 }
                 out.push((pos, Tok::Ident { text, quoted: true }));
             }
@@ -110,7 +135,13 @@ fn tokenize(input: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
                         break;
                     }
                 }
-                out.push((pos, Tok::Ident { text, quoted: false }));
+                out.push((
+                    pos,
+                    Tok::Ident {
+                        text,
+                        quoted: false,
+                    },
+                ));
             }
             other => {
                 return Err(ParseError {
@@ -132,12 +163,27 @@ pub fn parse(input: &str) -> Result<Vec<AggSpec>, ParseError> {
     let end = input.chars().count() + 1;
     let mut i = 0;
     let mut out = Vec::new();
-    let err = |position: usize, message: String| ParseError { position, message, hint: Some(HINT.into()) };
+    let err = |position: usize, message: String| ParseError {
+        position,
+        message,
+        hint: Some(HINT.into()),
+    };
     let at = |i: usize| toks.get(i).map(|t| t.0).unwrap_or(end);
     loop {
         let (fpos, fname) = match toks.get(i) {
-            Some((p, Tok::Ident { text, quoted: false })) => (*p, text.clone()),
-            _ => return Err(err(at(i), "expected an aggregate function in aggregate list".into())),
+            Some((
+                p,
+                Tok::Ident {
+                    text,
+                    quoted: false,
+                },
+            )) => (*p, text.clone()),
+            _ => {
+                return Err(err(
+                    at(i),
+                    "expected an aggregate function in aggregate list".into(),
+                ))
+            }
         };
         let func = AggFunc::parse(&fname).ok_or_else(|| ParseError {
             position: fpos,
@@ -146,21 +192,44 @@ pub fn parse(input: &str) -> Result<Vec<AggSpec>, ParseError> {
         })?;
         i += 1;
         if toks.get(i).map(|t| &t.1) != Some(&Tok::LParen) {
-            return Err(err(at(i), format!("expected \"(\" after \"{fname}\" in aggregate list")));
+            return Err(err(
+                at(i),
+                format!("expected \"(\" after \"{fname}\" in aggregate list"),
+            ));
         }
         i += 1;
         let arg = match toks.get(i) {
             Some((_, Tok::Star)) if func == AggFunc::Count => None,
-            Some((p, Tok::Star)) => return Err(err(*p, format!("{fname}(*) is not an aggregate; only count(*) takes \"*\""))),
+            Some((p, Tok::Star)) => {
+                return Err(err(
+                    *p,
+                    format!("{fname}(*) is not an aggregate; only count(*) takes \"*\""),
+                ))
+            }
             Some((_, Tok::Ident { text, .. })) => Some(text.clone()),
-            _ => return Err(err(at(i), format!("expected a column name or \"*\" in {fname}()"))),
+            _ => {
+                return Err(err(
+                    at(i),
+                    format!("expected a column name or \"*\" in {fname}()"),
+                ))
+            }
         };
         i += 1;
         if toks.get(i).map(|t| &t.1) != Some(&Tok::RParen) {
-            return Err(err(at(i), format!("expected \")\" to close {fname}(); each aggregate takes one column")));
+            return Err(err(
+                at(i),
+                format!("expected \")\" to close {fname}(); each aggregate takes one column"),
+            ));
         }
         i += 1;
-        if let Some((_, Tok::Ident { text, quoted: false })) = toks.get(i) {
+        if let Some((
+            _,
+            Tok::Ident {
+                text,
+                quoted: false,
+            },
+        )) = toks.get(i)
+        {
             if text == "as" {
                 i += 1;
             }
@@ -171,7 +240,9 @@ pub fn parse(input: &str) -> Result<Vec<AggSpec>, ParseError> {
                 return Err(ParseError {
                     position: at(i),
                     message: format!("aggregate {fname}() has no name"),
-                    hint: Some(format!("Name each aggregate, for example '{fname}(...) AS total'.")),
+                    hint: Some(format!(
+                        "Name each aggregate, for example '{fname}(...) AS total'."
+                    )),
                 })
             }
         };
@@ -226,19 +297,36 @@ mod tests {
     use super::*;
 
     fn spec(func: AggFunc, arg: Option<&str>, alias: &str) -> AggSpec {
-        AggSpec { func, arg: arg.map(String::from), alias: alias.into() }
+        AggSpec {
+            func,
+            arg: arg.map(String::from),
+            alias: alias.into(),
+        }
     }
 
     #[test]
     fn parses_the_spec_example() {
         let got = parse("count(*) AS orders, sum(amount) AS revenue").unwrap();
-        assert_eq!(got, vec![spec(AggFunc::Count, None, "orders"), spec(AggFunc::Sum, Some("amount"), "revenue")]);
+        assert_eq!(
+            got,
+            vec![
+                spec(AggFunc::Count, None, "orders"),
+                spec(AggFunc::Sum, Some("amount"), "revenue")
+            ]
+        );
     }
 
     #[test]
     fn names_fold_unless_quoted_and_as_is_optional() {
-        let got = parse(" MAX( Amount )  Top , avg(\"Net \"\"Value\"\"\") AS \"Mean Net\"").unwrap();
-        assert_eq!(got, vec![spec(AggFunc::Max, Some("amount"), "top"), spec(AggFunc::Avg, Some("Net \"Value\""), "Mean Net")]);
+        let got =
+            parse(" MAX( Amount )  Top , avg(\"Net \"\"Value\"\"\") AS \"Mean Net\"").unwrap();
+        assert_eq!(
+            got,
+            vec![
+                spec(AggFunc::Max, Some("amount"), "top"),
+                spec(AggFunc::Avg, Some("Net \"Value\""), "Mean Net")
+            ]
+        );
     }
 
     #[test]

@@ -54,13 +54,26 @@ impl SourceClock {
 }
 
 /// The least watermark among the active sources, or `None` when no source is active.
-pub fn active_minimum(sources: &[SourceClock], now: Micros, idle_timeout: Option<i64>) -> Option<Micros> {
-    sources.iter().filter(|s| s.idle(now, idle_timeout) == Idle::Active).map(|s| s.watermark).min()
+pub fn active_minimum(
+    sources: &[SourceClock],
+    now: Micros,
+    idle_timeout: Option<i64>,
+) -> Option<Micros> {
+    sources
+        .iter()
+        .filter(|s| s.idle(now, idle_timeout) == Idle::Active)
+        .map(|s| s.watermark)
+        .min()
 }
 
 /// The pipeline watermark after a change of its sources: the active minimum when it is ahead of
 /// the current one, else the current one.
-pub fn pipeline_watermark(current: Option<Micros>, sources: &[SourceClock], now: Micros, idle_timeout: Option<i64>) -> Option<Micros> {
+pub fn pipeline_watermark(
+    current: Option<Micros>,
+    sources: &[SourceClock],
+    now: Micros,
+    idle_timeout: Option<i64>,
+) -> Option<Micros> {
     match (current, active_minimum(sources, now, idle_timeout)) {
         (Some(c), Some(m)) => Some(c.max(m)),
         (c, m) => c.or(m),
@@ -69,9 +82,18 @@ pub fn pipeline_watermark(current: Option<Micros>, sources: &[SourceClock], now:
 
 /// The active sources at the minimum: those the pipeline watermark waits for. Several when they
 /// share the least watermark; none when every source is idle.
-pub fn holding_back(sources: &[SourceClock], now: Micros, idle_timeout: Option<i64>) -> Vec<&SourceClock> {
-    let Some(min) = active_minimum(sources, now, idle_timeout) else { return Vec::new() };
-    sources.iter().filter(|s| s.idle(now, idle_timeout) == Idle::Active && s.watermark == min).collect()
+pub fn holding_back(
+    sources: &[SourceClock],
+    now: Micros,
+    idle_timeout: Option<i64>,
+) -> Vec<&SourceClock> {
+    let Some(min) = active_minimum(sources, now, idle_timeout) else {
+        return Vec::new();
+    };
+    sources
+        .iter()
+        .filter(|s| s.idle(now, idle_timeout) == Idle::Active && s.watermark == min)
+        .collect()
 }
 
 #[cfg(test)]
@@ -82,14 +104,29 @@ mod tests {
     const H: i64 = 3_600_000_000;
 
     fn src(name: &str, watermark: Micros, advanced_at: Micros, marked_idle: bool) -> SourceClock {
-        SourceClock { name: name.into(), watermark, advanced_at, marked_idle }
+        SourceClock {
+            name: name.into(),
+            watermark,
+            advanced_at,
+            marked_idle,
+        }
     }
 
     #[test]
     fn the_slowest_active_source_holds_the_pipeline() {
-        let s = vec![src("a", 10 * H, 0, false), src("b", 4 * H, 0, false), src("c", 7 * H, 0, false)];
+        let s = vec![
+            src("a", 10 * H, 0, false),
+            src("b", 4 * H, 0, false),
+            src("c", 7 * H, 0, false),
+        ];
         assert_eq!(pipeline_watermark(None, &s, 0, None), Some(4 * H));
-        assert_eq!(holding_back(&s, 0, None).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["b"]);
+        assert_eq!(
+            holding_back(&s, 0, None)
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
     }
 
     #[test]
@@ -98,7 +135,10 @@ mod tests {
         // b last advanced at 0; with a 1 h timeout it is idle at 2 h, not at exactly 1 h.
         assert_eq!(s[1].idle(H, Some(H)), Idle::Active);
         assert_eq!(s[1].idle(2 * H, Some(H)), Idle::TimedOut);
-        assert_eq!(pipeline_watermark(Some(4 * H), &s, 6 * H, Some(H)), Some(10 * H));
+        assert_eq!(
+            pipeline_watermark(Some(4 * H), &s, 6 * H, Some(H)),
+            Some(10 * H)
+        );
         let marked = vec![src("a", 10 * H, 0, false), src("b", 4 * H, 0, true)];
         assert_eq!(marked[1].idle(0, None).as_str(), Some("marked"));
         assert_eq!(pipeline_watermark(None, &marked, 0, None), Some(10 * H));
@@ -107,12 +147,21 @@ mod tests {
     #[test]
     fn the_pipeline_watermark_never_goes_back() {
         // b returns from idleness behind the pipeline watermark: the pipeline stays, and waits for b.
-        let s = vec![src("a", 12 * H, 9 * H, false), src("b", 5 * H, 9 * H, false)];
-        assert_eq!(pipeline_watermark(Some(10 * H), &s, 9 * H, Some(H)), Some(10 * H));
+        let s = vec![
+            src("a", 12 * H, 9 * H, false),
+            src("b", 5 * H, 9 * H, false),
+        ];
+        assert_eq!(
+            pipeline_watermark(Some(10 * H), &s, 9 * H, Some(H)),
+            Some(10 * H)
+        );
         assert_eq!(holding_back(&s, 9 * H, Some(H))[0].name, "b");
         // Every source idle: nothing moves.
         let idle = vec![src("a", 12 * H, 0, true)];
-        assert_eq!(pipeline_watermark(Some(10 * H), &idle, 0, None), Some(10 * H));
+        assert_eq!(
+            pipeline_watermark(Some(10 * H), &idle, 0, None),
+            Some(10 * H)
+        );
         assert_eq!(pipeline_watermark(None, &idle, 0, None), None);
         assert!(holding_back(&idle, 0, None).is_empty());
     }
@@ -121,7 +170,10 @@ mod tests {
     fn a_source_at_infinity_leaves_the_others_in_charge() {
         let s = vec![src("done", INFINITY, 0, false), src("b", 3 * H, 0, false)];
         assert_eq!(pipeline_watermark(None, &s, 0, None), Some(3 * H));
-        let s = vec![src("done", INFINITY, 0, false), src("b", INFINITY, 0, false)];
+        let s = vec![
+            src("done", INFINITY, 0, false),
+            src("b", INFINITY, 0, false),
+        ];
         assert_eq!(pipeline_watermark(Some(3 * H), &s, 0, None), Some(INFINITY));
         assert_eq!(holding_back(&s, 0, None).len(), 2);
     }

@@ -39,7 +39,10 @@ mod tests {
     fn quotes_are_doubled() {
         assert_eq!(quote_ident("store"), "\"store\"");
         assert_eq!(quote_ident("Store \"A\""), "\"Store \"\"A\"\"\"");
-        assert_eq!(quote_ident("x\"; DROP TABLE t; --"), "\"x\"\"; DROP TABLE t; --\"");
+        assert_eq!(
+            quote_ident("x\"; DROP TABLE t; --"),
+            "\"x\"\"; DROP TABLE t; --\""
+        );
     }
 
     #[test]

@@ -95,9 +95,15 @@ mod tests {
         let end = oct(30, 0, 0);
         let grace = 24 * HOUR;
         assert_eq!(landing(event, end, oct(29, 20, 0), grace), Landing::Open);
-        assert_eq!(landing(event, end, oct(30, 12, 0), grace), Landing::LateFiring);
+        assert_eq!(
+            landing(event, end, oct(30, 12, 0), grace),
+            Landing::LateFiring
+        );
         // 2026-11-01 00:00 is October's day 32.
-        assert_eq!(landing(event, end, oct(32, 0, 0), grace), Landing::SideOutput);
+        assert_eq!(
+            landing(event, end, oct(32, 0, 0), grace),
+            Landing::SideOutput
+        );
     }
 
     #[test]
@@ -106,7 +112,10 @@ mod tests {
         assert_eq!(landing(end, end, NEG_INFINITY, 0), Landing::OtherWindow);
         assert_eq!(landing(end - 1, end, end - 1, HOUR), Landing::Open);
         assert_eq!(landing(end - 1, end, end, HOUR), Landing::LateFiring);
-        assert_eq!(landing(end - 1, end, end + HOUR - 1, HOUR), Landing::LateFiring);
+        assert_eq!(
+            landing(end - 1, end, end + HOUR - 1, HOUR),
+            Landing::LateFiring
+        );
         // A watermark equal to the deadline refuses.
         assert_eq!(landing(end - 1, end, end + HOUR, HOUR), Landing::SideOutput);
     }
@@ -121,7 +130,10 @@ mod tests {
     #[test]
     fn infinite_watermark_refuses_everything() {
         let end = oct(30, 0, 0);
-        assert_eq!(landing(end - 1, end, INFINITY, 7 * MICROS_PER_DAY), Landing::SideOutput);
+        assert_eq!(
+            landing(end - 1, end, INFINITY, 7 * MICROS_PER_DAY),
+            Landing::SideOutput
+        );
     }
 
     #[test]
@@ -136,7 +148,10 @@ mod tests {
         assert_eq!(window_state(end, HOUR, None), WindowState::Open);
         assert_eq!(window_state(end, HOUR, Some(end - 1)), WindowState::Open);
         assert_eq!(window_state(end, HOUR, Some(end)), WindowState::Fired);
-        assert_eq!(window_state(end, HOUR, Some(end + HOUR)), WindowState::Purged);
+        assert_eq!(
+            window_state(end, HOUR, Some(end + HOUR)),
+            WindowState::Purged
+        );
         assert_eq!(window_state(end, 0, Some(end)), WindowState::Purged);
         // A row's landing and its window's state agree at every watermark.
         for w in [end - 1, end, end + HOUR - 1, end + HOUR] {
@@ -151,10 +166,18 @@ mod tests {
 
     #[test]
     fn names_are_the_contract() {
-        let names: Vec<_> = [Landing::OtherWindow, Landing::Open, Landing::LateFiring, Landing::SideOutput]
-            .iter()
-            .map(|l| l.as_str())
-            .collect();
-        assert_eq!(names, ["other-window", "open", "late-firing", "side-output"]);
+        let names: Vec<_> = [
+            Landing::OtherWindow,
+            Landing::Open,
+            Landing::LateFiring,
+            Landing::SideOutput,
+        ]
+        .iter()
+        .map(|l| l.as_str())
+        .collect();
+        assert_eq!(
+            names,
+            ["other-window", "open", "late-firing", "side-output"]
+        );
     }
 }

@@ -15,8 +15,18 @@ pub const INTERNAL_SCHEMA: &str = "_eventtime";
 
 /// Column names the extension puts beside key and aggregate columns in its tables and views.
 pub const RESERVED_COLUMNS: &[&str] = &[
-    "window_start", "window_end", "version", "kind", "sealed", "watermark", "fired_at",
-    "event_id", "event_time", "row", "deadline", "refused_at",
+    "window_start",
+    "window_end",
+    "version",
+    "kind",
+    "sealed",
+    "watermark",
+    "fired_at",
+    "event_id",
+    "event_time",
+    "row",
+    "deadline",
+    "refused_at",
 ];
 
 /// Prefix of the internal columns of the window state; user names may not start with it.
@@ -90,12 +100,20 @@ pub fn duration_literal(micros: i64) -> String {
 
 /// The internal table `what` (`state`, `ids`, `history`, `refused`) of pipeline `id`, quoted.
 pub fn internal_table(id: i32, what: &str) -> String {
-    format!("{}.{}", INTERNAL_SCHEMA, quote_ident(&format!("p{id}_{what}")))
+    format!(
+        "{}.{}",
+        INTERNAL_SCHEMA,
+        quote_ident(&format!("p{id}_{what}"))
+    )
 }
 
 /// `items` followed by ", " when not empty, to put before other columns.
 fn prefix(items: &[String]) -> String {
-    if items.is_empty() { String::new() } else { format!("{}, ", items.join(", ")) }
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{}, ", items.join(", "))
+    }
 }
 
 impl PipelineDef {
@@ -104,7 +122,11 @@ impl PipelineDef {
     }
 
     pub fn trigger_function(&self) -> String {
-        format!("{}.{}", INTERNAL_SCHEMA, quote_ident(&format!("p{}_ingest", self.id)))
+        format!(
+            "{}.{}",
+            INTERNAL_SCHEMA,
+            quote_ident(&format!("p{}_ingest", self.id))
+        )
     }
 
     pub fn trigger_name(&self) -> String {
@@ -112,7 +134,11 @@ impl PipelineDef {
     }
 
     pub fn view(&self, suffix: &str) -> String {
-        format!("{}.{}", quote_ident(&self.view_schema), quote_ident(&format!("{}{}", self.name, suffix)))
+        format!(
+            "{}.{}",
+            quote_ident(&self.view_schema),
+            quote_ident(&format!("{}{}", self.name, suffix))
+        )
     }
 
     fn size(&self) -> String {
@@ -134,7 +160,10 @@ impl PipelineDef {
     }
 
     fn key_defs(&self) -> Vec<String> {
-        self.keys.iter().map(|k| format!("{} {}", quote_ident(&k.name), k.type_name)).collect()
+        self.keys
+            .iter()
+            .map(|k| format!("{} {}", quote_ident(&k.name), k.type_name))
+            .collect()
     }
 
     fn acc(i: usize) -> String {
@@ -233,7 +262,10 @@ impl PipelineDef {
     }
 
     fn alias_cols(&self) -> Vec<String> {
-        self.aggs.iter().map(|a| quote_ident(&a.spec.alias)).collect()
+        self.aggs
+            .iter()
+            .map(|a| quote_ident(&a.spec.alias))
+            .collect()
     }
 
     /// Tables and indexes, in creation order.
@@ -328,7 +360,10 @@ impl PipelineDef {
         let (size_us, origin_us) = match self.window {
             WindowSpec::Tumbling { size, origin } => (size, origin),
         };
-        format!("{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us}, {})", self.id)
+        format!(
+            "{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us}, {})",
+            self.id
+        )
     }
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
@@ -341,7 +376,12 @@ impl PipelineDef {
             .aggs
             .iter()
             .enumerate()
-            .filter_map(|(i, a)| a.spec.arg.as_ref().map(|c| format!("r.{} AS {}, ", quote_ident(c), Self::arg_col(i))))
+            .filter_map(|(i, a)| {
+                a.spec
+                    .arg
+                    .as_ref()
+                    .map(|c| format!("r.{} AS {}, ", quote_ident(c), Self::arg_col(i)))
+            })
             .collect();
         let eid = match &self.event_id {
             Some(c) => format!("r.{}", quote_ident(&c.name)),
@@ -439,7 +479,12 @@ impl PipelineDef {
             let key_match: String = self
                 .keys
                 .iter()
-                .map(|c| format!(" AND f.{0} IS NOT DISTINCT FROM c.{0}", quote_ident(&c.name)))
+                .map(|c| {
+                    format!(
+                        " AND f.{0} IS NOT DISTINCT FROM c.{0}",
+                        quote_ident(&c.name)
+                    )
+                })
                 .collect();
             // The ledger holds every (window, key, id) the pipeline has seen, refused rows included,
             // for the pipeline's lifetime. When every row with an id was new (the common case),
@@ -478,7 +523,12 @@ impl PipelineDef {
                SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
                FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}\n\
              ),\n",
-            partials = self.partials().iter().enumerate().map(|(i, p)| format!(", {p} AS _et_p{i}")).collect::<String>(),
+            partials = self
+                .partials()
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!(", {p} AS _et_p{i}"))
+                .collect::<String>(),
         );
         // The refused rows' scan is skipped when no row of the statement is past its grace.
         let refused = self.refused_insert(
@@ -497,7 +547,10 @@ impl PipelineDef {
             ),
             "s.*",
         );
-        let late_versions = self.late_version_insert("FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1", "wm.w");
+        let late_versions = self.late_version_insert(
+            "FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1",
+            "wm.w",
+        );
         // The counts come from the groups and the refused rows, not from another scan of the rows:
         // all rows of a group share its window, so its landing.
         sql += &format!(
@@ -539,7 +592,11 @@ impl PipelineDef {
     /// The field that holds source column `name` in the single-row path, as the function's SQL
     /// names it.
     fn one_row_var(&self, name: &str) -> String {
-        let i = self.one_row_columns().iter().position(|c| *c == name).expect("column read by the single-row path");
+        let i = self
+            .one_row_columns()
+            .iter()
+            .position(|c| *c == name)
+            .expect("column read by the single-row path");
         format!("{FN_LABEL}.v_row.c{i}")
     }
 
@@ -571,7 +628,13 @@ impl PipelineDef {
     /// rare rest (a late version, a refused row) only when the landing asks for it.
     pub fn ingest_one_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
-        let vk = prefix(&self.keys.iter().map(|c| self.one_row_var(&c.name)).collect::<Vec<_>>());
+        let vk = prefix(
+            &self
+                .keys
+                .iter()
+                .map(|c| self.one_row_var(&c.name))
+                .collect::<Vec<_>>(),
+        );
         let ws = quote_ident(WINDOW_START_COLUMN);
         let mut sql = format!(
             "WITH /* pg_eventtime ingest */ {wm}\
@@ -657,7 +720,10 @@ impl PipelineDef {
     /// unique index waits for) fails the try with a unique violation; its subtransaction is rolled
     /// back and the statement that dedups runs instead.
     fn bulk_block(&self) -> String {
-        let stmt = format!("{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n", self.ingest_statement());
+        let stmt = format!(
+            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n",
+            self.ingest_statement()
+        );
         let Some(_) = &self.event_id else {
             return format!("ELSE\n{stmt}");
         };
@@ -714,8 +780,12 @@ impl PipelineDef {
             ),
             None => (String::new(), String::new()),
         };
-        let reads: String =
-            self.one_row_columns().iter().enumerate().map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c))).collect();
+        let reads: String = self
+            .one_row_columns()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c)))
+            .collect();
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
              SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$\n\
@@ -760,7 +830,9 @@ impl PipelineDef {
     pub fn create_views(&self) -> Vec<String> {
         let k = prefix(&self.key_names(None));
         let aliases = prefix(&self.alias_cols());
-        let history_cols = format!("{k}window_start, window_end, version, kind, {aliases}sealed, watermark, fired_at");
+        let history_cols = format!(
+            "{k}window_start, window_end, version, kind, {aliases}sealed, watermark, fired_at"
+        );
         let mut out = vec![
             format!("CREATE VIEW {} AS SELECT {history_cols} FROM {}", self.view("_history"), self.table("history")),
             format!(
@@ -782,7 +854,11 @@ impl PipelineDef {
         // Simple views would pass writes through to the tables: nobody writes history or
         // refused rows but the pipeline.
         for suffix in VIEW_SUFFIXES {
-            let what = if *suffix == "_refused" { "refused rows" } else { "history" };
+            let what = if *suffix == "_refused" {
+                "refused rows"
+            } else {
+                "history"
+            };
             out.push(format!(
                 "CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
                 self.view(suffix),
@@ -829,12 +905,26 @@ impl PipelineDef {
     /// Everything the pipeline created, in an order that drops dependents first. The source
     /// table is left alone except for the trigger.
     pub fn drop_objects(&self, source_exists: bool) -> Vec<String> {
-        let mut out: Vec<String> = VIEW_SUFFIXES.iter().map(|s| format!("DROP VIEW IF EXISTS {}", self.view(s))).collect();
+        let mut out: Vec<String> = VIEW_SUFFIXES
+            .iter()
+            .map(|s| format!("DROP VIEW IF EXISTS {}", self.view(s)))
+            .collect();
         if source_exists {
-            out.push(format!("DROP TRIGGER IF EXISTS {} ON {}", self.trigger_name(), self.source));
+            out.push(format!(
+                "DROP TRIGGER IF EXISTS {} ON {}",
+                self.trigger_name(),
+                self.source
+            ));
         }
-        out.push(format!("DROP FUNCTION IF EXISTS {}()", self.trigger_function()));
-        let tables: &[&str] = if self.event_id.is_some() { &["state", "ids", "history", "refused"] } else { &["state", "history", "refused"] };
+        out.push(format!(
+            "DROP FUNCTION IF EXISTS {}()",
+            self.trigger_function()
+        ));
+        let tables: &[&str] = if self.event_id.is_some() {
+            &["state", "ids", "history", "refused"]
+        } else {
+            &["state", "history", "refused"]
+        };
         for t in tables {
             out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));
         }
@@ -854,20 +944,37 @@ mod tests {
             source: "\"public\".\"orders\"".into(),
             view_schema: "public".into(),
             event_time: "ordered_at".into(),
-            keys: vec![Column { name: "store".into(), type_name: "text".into() }],
-            event_id: Some(Column { name: "order_id".into(), type_name: "bigint".into() }),
-            window: WindowSpec::Tumbling { size: 86_400_000_000, origin: -946_684_800_000_000 },
+            keys: vec![Column {
+                name: "store".into(),
+                type_name: "text".into(),
+            }],
+            event_id: Some(Column {
+                name: "order_id".into(),
+                type_name: "bigint".into(),
+            }),
+            window: WindowSpec::Tumbling {
+                size: 86_400_000_000,
+                origin: -946_684_800_000_000,
+            },
             lateness: 86_400_000_000,
             watermark_lag: None,
             aggs: vec![
                 ResolvedAgg {
-                    spec: AggSpec { func: AggFunc::Count, arg: None, alias: "orders".into() },
+                    spec: AggSpec {
+                        func: AggFunc::Count,
+                        arg: None,
+                        alias: "orders".into(),
+                    },
                     result_type: "bigint".into(),
                     acc_type: "bigint".into(),
                     avg_kind: None,
                 },
                 ResolvedAgg {
-                    spec: AggSpec { func: AggFunc::Avg, arg: Some("amount".into()), alias: "mean".into() },
+                    spec: AggSpec {
+                        func: AggFunc::Avg,
+                        arg: Some("amount".into()),
+                        alias: "mean".into(),
+                    },
                     result_type: "numeric".into(),
                     acc_type: "numeric".into(),
                     avg_kind: Some(AvgKind::Numeric),
@@ -878,8 +985,14 @@ mod tests {
 
     #[test]
     fn durations_have_no_day_field() {
-        assert_eq!(duration_literal(86_400_000_000), "interval '24:00:00.000000'");
-        assert_eq!(duration_literal(90_061_000_001), "interval '25:01:01.000001'");
+        assert_eq!(
+            duration_literal(86_400_000_000),
+            "interval '24:00:00.000000'"
+        );
+        assert_eq!(
+            duration_literal(90_061_000_001),
+            "interval '25:01:01.000001'"
+        );
         assert_eq!(duration_literal(0), "interval '0:00:00.000000'");
         assert_eq!(duration_literal(-1), "interval '-0:00:00.000001'");
     }
@@ -887,15 +1000,27 @@ mod tests {
     #[test]
     fn names_are_quoted_everywhere() {
         let d = def();
-        assert_eq!(d.view("_latest"), "\"public\".\"Orders \"\"daily\"\"_latest\"");
-        assert!(d.create_views().iter().filter(|v| v.starts_with("CREATE VIEW")).all(|v| v.contains("\"store\"")));
+        assert_eq!(
+            d.view("_latest"),
+            "\"public\".\"Orders \"\"daily\"\"_latest\""
+        );
+        assert!(d
+            .create_views()
+            .iter()
+            .filter(|v| v.starts_with("CREATE VIEW"))
+            .all(|v| v.contains("\"store\"")));
     }
 
     #[test]
     fn avg_is_published_from_sum_and_count() {
         let d = def();
-        assert_eq!(d.finals("u")[1], "(u.\"_et_a1\" / NULLIF(u.\"_et_a1_n\", 0))::numeric");
-        assert!(d.fire_statement().contains("(f.\"_et_a1\" / NULLIF(f.\"_et_a1_n\", 0))::numeric"));
+        assert_eq!(
+            d.finals("u")[1],
+            "(u.\"_et_a1\" / NULLIF(u.\"_et_a1_n\", 0))::numeric"
+        );
+        assert!(d
+            .fire_statement()
+            .contains("(f.\"_et_a1\" / NULLIF(f.\"_et_a1_n\", 0))::numeric"));
         assert!(!d.fire_statement().contains("UPDATE"));
     }
 
@@ -921,12 +1046,17 @@ mod tests {
                 "CASE WHEN v.amount IS NULL THEN 0::bigint ELSE 1::bigint END",
             ]
         );
-        assert_eq!(d.one_row_partials(|c| c.to_string()).len(), d.partials().len());
+        assert_eq!(
+            d.one_row_partials(|c| c.to_string()).len(),
+            d.partials().len()
+        );
         let one = d.ingest_one_statement();
         assert!(one.starts_with("WITH /* pg_eventtime ingest */"));
         assert!(!one.contains("GROUP BY") && !one.contains("DISTINCT"));
         // The late version and the refused row are not in its plan.
-        assert!(!one.contains("p7_history") && !one.contains("p7_refused") && !one.contains("new_rows"));
+        assert!(
+            !one.contains("p7_history") && !one.contains("p7_refused") && !one.contains("new_rows")
+        );
     }
 
     #[test]
@@ -949,7 +1079,8 @@ mod tests {
         let body = &f[f.find("BEGIN\n").unwrap()..];
         let plpgsql = |l: &str| {
             let l = l.trim_start();
-            ["INTO ", "IF ", "ELSIF "].iter().any(|p| l.starts_with(p)) || (l.starts_with("v_") && l.contains(" := "))
+            ["INTO ", "IF ", "ELSIF "].iter().any(|p| l.starts_with(p))
+                || (l.starts_with("v_") && l.contains(" := "))
         };
         for line in body.lines().filter(|l| !plpgsql(l)) {
             for (i, _) in line.match_indices("v_") {
@@ -966,11 +1097,16 @@ mod tests {
     fn the_trigger_takes_the_one_row_statement_for_one_row() {
         let d = def();
         let f = d.create_trigger_function();
-        let one = f.find(&d.ingest_one_statement()).expect("one-row statement");
+        let one = f
+            .find(&d.ingest_one_statement())
+            .expect("one-row statement");
         let many = f.find(&d.ingest_statement()).expect("statement");
         assert!(f.find("IF v_row.n = 1 THEN").unwrap() < one && one < many);
         assert!(f.contains(COLLECT_COUNTS));
-        assert!(f.starts_with(&format!("CREATE FUNCTION {}() RETURNS trigger", d.trigger_function())));
+        assert!(f.starts_with(&format!(
+            "CREATE FUNCTION {}() RETURNS trigger",
+            d.trigger_function()
+        )));
         assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));
     }
 
@@ -983,7 +1119,9 @@ mod tests {
         assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
         let f = d.create_trigger_function();
         let try_at = f.find("IF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
-        let handler = f.find("EXCEPTION WHEN unique_violation THEN\nv_done := false;").unwrap();
+        let handler = f
+            .find("EXCEPTION WHEN unique_violation THEN\nv_done := false;")
+            .unwrap();
         assert!(try_at < f.find(&fresh).unwrap() && f.find(&fresh).unwrap() < handler);
         // The statement that dedups, once, after the try: run when the try did not happen or
         // failed.
@@ -1004,7 +1142,11 @@ mod tests {
         assert!(refused.contains("WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3"));
         let counts = &sql[sql.find("counts AS MATERIALIZED (").unwrap()..];
         assert!(counts.contains("FROM batch") && !counts.contains("FROM kept"));
-        assert_eq!(sql.matches("FROM kept").count(), 2, "kept is read by batch and refused only");
+        assert_eq!(
+            sql.matches("FROM kept").count(),
+            2,
+            "kept is read by batch and refused only"
+        );
     }
 
     #[test]

@@ -24,7 +24,9 @@ pub fn fixed_micros(months: i32, days: i32, micros: i64) -> Option<i64> {
     if months != 0 {
         return None;
     }
-    (days as i64).checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+    (days as i64)
+        .checked_mul(MICROS_PER_DAY)?
+        .checked_add(micros)
 }
 
 /// `t + d`, saturating at the infinities (an infinite instant stays where it is).

@@ -33,7 +33,11 @@ impl WindowSpec {
     }
 
     /// The window of a tumbling spec that holds `event`.
-    pub fn tumbling_window(size: i64, origin: Micros, event: Micros) -> Result<Window, AssignError> {
+    pub fn tumbling_window(
+        size: i64,
+        origin: Micros,
+        event: Micros,
+    ) -> Result<Window, AssignError> {
         debug_assert!(size > 0);
         if !time::is_finite(event) {
             return Err(AssignError::Infinite);
@@ -46,7 +50,10 @@ impl WindowSpec {
         if start < time::MIN_FINITE as i128 || end > time::MAX_FINITE as i128 {
             return Err(AssignError::OutOfRange);
         }
-        Ok(Window { start: start as i64, end: end as i64 })
+        Ok(Window {
+            start: start as i64,
+            end: end as i64,
+        })
     }
 
     /// Every window that holds `event`, in order of start.
@@ -68,7 +75,10 @@ mod tests {
     const HOUR: i64 = 3_600_000_000;
 
     fn daily() -> WindowSpec {
-        WindowSpec::Tumbling { size: MICROS_PER_DAY, origin: UNIX_EPOCH }
+        WindowSpec::Tumbling {
+            size: MICROS_PER_DAY,
+            origin: UNIX_EPOCH,
+        }
     }
 
     #[test]
@@ -76,7 +86,13 @@ mod tests {
         // 2026-10-29 18:02 UTC.
         let event = (9770 + 28) * MICROS_PER_DAY + 18 * HOUR + 2 * 60_000_000;
         let w = daily().windows(event).unwrap();
-        assert_eq!(w, vec![Window { start: (9770 + 28) * MICROS_PER_DAY, end: (9770 + 29) * MICROS_PER_DAY }]);
+        assert_eq!(
+            w,
+            vec![Window {
+                start: (9770 + 28) * MICROS_PER_DAY,
+                end: (9770 + 29) * MICROS_PER_DAY
+            }]
+        );
     }
 
     #[test]
@@ -88,15 +104,27 @@ mod tests {
 
     #[test]
     fn times_before_the_origin_round_down() {
-        let spec = WindowSpec::Tumbling { size: 10, origin: 5 };
+        let spec = WindowSpec::Tumbling {
+            size: 10,
+            origin: 5,
+        };
         assert_eq!(spec.windows(4).unwrap()[0], Window { start: -5, end: 5 });
         assert_eq!(spec.windows(-5).unwrap()[0], Window { start: -5, end: 5 });
-        assert_eq!(spec.windows(-6).unwrap()[0], Window { start: -15, end: -5 });
+        assert_eq!(
+            spec.windows(-6).unwrap()[0],
+            Window {
+                start: -15,
+                end: -5
+            }
+        );
     }
 
     #[test]
     fn origin_shifts_the_grid() {
-        let spec = WindowSpec::Tumbling { size: MICROS_PER_DAY, origin: UNIX_EPOCH + 6 * HOUR };
+        let spec = WindowSpec::Tumbling {
+            size: MICROS_PER_DAY,
+            origin: UNIX_EPOCH + 6 * HOUR,
+        };
         let w = spec.windows(9770 * MICROS_PER_DAY).unwrap()[0];
         assert_eq!(w.start, 9769 * MICROS_PER_DAY + 6 * HOUR);
     }
@@ -105,6 +133,9 @@ mod tests {
     fn infinite_and_out_of_range_event_times_have_no_window() {
         assert_eq!(daily().windows(INFINITY), Err(AssignError::Infinite));
         assert_eq!(daily().windows(NEG_INFINITY), Err(AssignError::Infinite));
-        assert_eq!(daily().windows(time::MAX_FINITE), Err(AssignError::OutOfRange));
+        assert_eq!(
+            daily().windows(time::MAX_FINITE),
+            Err(AssignError::OutOfRange)
+        );
     }
 }

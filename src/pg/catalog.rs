@@ -42,8 +42,18 @@ pub struct StoredDefinition {
 }
 
 impl StoredDefinition {
-    pub fn to_def(&self, id: i32, name: &str, source: String, view_schema: String, event_time: String) -> PipelineDef {
-        let col = |c: &StoredColumn| Column { name: c.name.clone(), type_name: c.type_name.clone() };
+    pub fn to_def(
+        &self,
+        id: i32,
+        name: &str,
+        source: String,
+        view_schema: String,
+        event_time: String,
+    ) -> PipelineDef {
+        let col = |c: &StoredColumn| Column {
+            name: c.name.clone(),
+            type_name: c.type_name.clone(),
+        };
         PipelineDef {
             id,
             name: name.to_string(),
@@ -53,7 +63,10 @@ impl StoredDefinition {
             keys: self.keys.iter().map(col).collect(),
             event_id: self.event_id.as_ref().map(col),
             window: match self.window {
-                StoredWindow::Tumbling { size_us, origin_us } => WindowSpec::Tumbling { size: size_us, origin: origin_us },
+                StoredWindow::Tumbling { size_us, origin_us } => WindowSpec::Tumbling {
+                    size: size_us,
+                    origin: origin_us,
+                },
             },
             lateness: self.lateness_us,
             aggs: self.aggregates.clone(),
@@ -75,9 +88,17 @@ pub struct Pipeline {
 /// Reads a pipeline by id; the pipeline exists (the caller holds its id from a trigger or the
 /// catalog).
 pub fn load_by_id(id: i32) -> Pipeline {
-    let name = Spi::get_one_with_args::<String>("SELECT name FROM _eventtime.pipeline WHERE id = $1", &[id.into()])
-        .expect("catalog read")
-        .unwrap_or_else(|| EtError::UnknownPipeline { name: format!("#{id}") }.raise());
+    let name = Spi::get_one_with_args::<String>(
+        "SELECT name FROM _eventtime.pipeline WHERE id = $1",
+        &[id.into()],
+    )
+    .expect("catalog read")
+    .unwrap_or_else(|| {
+        EtError::UnknownPipeline {
+            name: format!("#{id}"),
+        }
+        .raise()
+    });
     load(&name)
 }
 
@@ -102,18 +123,36 @@ pub fn load(name: &str) -> Pipeline {
             r.get::<i32>(1).expect("id").expect("id"),
             r.get::<String>(2).expect("definition").expect("definition"),
             r.get::<pg_sys::Oid>(3).expect("source").expect("source"),
-            r.get::<String>(4).expect("view_schema").expect("view_schema"),
+            r.get::<String>(4)
+                .expect("view_schema")
+                .expect("view_schema"),
             r.get::<String>(5).expect("event_time").expect("event_time"),
             r.get::<String>(6).expect("source name"),
         ))
     });
     let Some((id, definition, source_oid, view_schema, event_time, source)) = row else {
-        EtError::UnknownPipeline { name: name.to_string() }.raise()
+        EtError::UnknownPipeline {
+            name: name.to_string(),
+        }
+        .raise()
     };
-    let stored: StoredDefinition = serde_json::from_str(&definition).expect("catalog definition is written by create_pipeline");
+    let stored: StoredDefinition = serde_json::from_str(&definition)
+        .expect("catalog definition is written by create_pipeline");
     let source_exists = source.is_some();
-    let def = stored.to_def(id, name, source.unwrap_or_default(), view_schema, event_time);
-    Pipeline { id, def, source_exists, source_oid, idle_timeout: stored.idle_timeout_us }
+    let def = stored.to_def(
+        id,
+        name,
+        source.unwrap_or_default(),
+        view_schema,
+        event_time,
+    );
+    Pipeline {
+        id,
+        def,
+        source_exists,
+        source_oid,
+        idle_timeout: stored.idle_timeout_us,
+    }
 }
 
 /// The name and event-time column of a pipeline by id, for the row errors raised where only the
@@ -124,5 +163,8 @@ pub fn name_and_event_time(id: i32) -> (String, String) {
         &[id.into()],
     )
     .unwrap_or((None, None));
-    (name.unwrap_or_else(|| format!("#{id}")), column.unwrap_or_default())
+    (
+        name.unwrap_or_else(|| format!("#{id}")),
+        column.unwrap_or_default(),
+    )
 }

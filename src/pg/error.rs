@@ -14,37 +14,79 @@ pub enum EtError {
     /// 42710: a pipeline with that name exists.
     DuplicatePipeline { name: String },
     /// 22004: a required argument is NULL.
-    NullArgument { function: &'static str, argument: &'static str },
+    NullArgument {
+        function: &'static str,
+        argument: &'static str,
+    },
     /// 22023: an argument has a value the function cannot use.
-    InvalidParameter { message: String, detail: Option<String>, hint: Option<String> },
+    InvalidParameter {
+        message: String,
+        detail: Option<String>,
+        hint: Option<String>,
+    },
     /// 42622: a generated name would exceed PostgreSQL's name length.
     NameTooLong { name: String, limit: usize },
     /// 42P01-like lookups on columns: 42703.
-    UndefinedColumn { table: String, column: String, hint: Option<String> },
+    UndefinedColumn {
+        table: String,
+        column: String,
+        hint: Option<String>,
+    },
     /// 42804: a column has the wrong type.
-    WrongColumnType { table: String, column: String, found: String, expected: String, hint: Option<String> },
+    WrongColumnType {
+        table: String,
+        column: String,
+        found: String,
+        expected: String,
+        hint: Option<String>,
+    },
     /// 42701: a name is used twice among keys, aggregates and the columns the views add.
     DuplicateColumn { name: String, detail: String },
     /// 42601: the aggregate list does not parse.
-    AggregateSyntax { message: String, position: usize, hint: Option<String> },
+    AggregateSyntax {
+        message: String,
+        position: usize,
+        hint: Option<String>,
+    },
     /// 42883: an aggregate is not defined for the column's type.
-    UndefinedAggregate { function: String, column: String, type_name: String },
+    UndefinedAggregate {
+        function: String,
+        column: String,
+        type_name: String,
+    },
     /// 42809: the source is not a table.
     WrongObjectType { name: String },
     /// 22004: a row of the statement has no event time.
     NullEventTime { pipeline: String, column: String },
     /// 22008: a row's event time is infinite or has no window inside the timestamp range.
-    EventTimeOutOfRange { pipeline: String, column: String, value: String, infinite: bool },
+    EventTimeOutOfRange {
+        pipeline: String,
+        column: String,
+        value: String,
+        infinite: bool,
+    },
     /// 25000: the call needs READ COMMITTED.
-    WrongIsolation { function: &'static str, pipeline: String },
+    WrongIsolation {
+        function: &'static str,
+        pipeline: String,
+    },
     /// 55000: the source table of the pipeline no longer exists.
     SourceGone { pipeline: String },
     /// 55000: history and refused rows are written by the pipeline only.
-    ReadOnly { pipeline: String, what: String, operation: String },
+    ReadOnly {
+        pipeline: String,
+        what: String,
+        operation: String,
+    },
     /// 42939: a key or aggregate takes a name the views use.
     ReservedColumn { name: String, detail: String },
     /// 42883: a key or event-id column has no ordering to group or deduplicate by.
-    NotGroupable { table: String, column: String, type_name: String, role: String },
+    NotGroupable {
+        table: String,
+        column: String,
+        type_name: String,
+        role: String,
+    },
 }
 
 impl EtError {
@@ -78,39 +120,82 @@ impl EtError {
         use EtError::*;
         match self {
             UnknownPipeline { name } => format!("pipeline \"{name}\" does not exist"),
-            UnknownSource { pipeline, source } => format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist"),
+            UnknownSource { pipeline, source } => {
+                format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist")
+            }
             DuplicatePipeline { name } => format!("pipeline \"{name}\" already exists"),
-            NullArgument { function, argument } => format!("argument \"{argument}\" of {function} must not be NULL"),
+            NullArgument { function, argument } => {
+                format!("argument \"{argument}\" of {function} must not be NULL")
+            }
             InvalidParameter { message, .. } => message.clone(),
             NameTooLong { name, .. } => format!("pipeline name \"{name}\" is too long"),
-            UndefinedColumn { table, column, .. } => format!("column \"{column}\" of relation {table} does not exist"),
-            WrongColumnType { table, column, found, expected, .. } => {
-                format!("column \"{column}\" of relation {table} is of type {found}, not {expected}")
+            UndefinedColumn { table, column, .. } => {
+                format!("column \"{column}\" of relation {table} does not exist")
             }
-            DuplicateColumn { name, .. } => format!("column name \"{name}\" is used more than once"),
+            WrongColumnType {
+                table,
+                column,
+                found,
+                expected,
+                ..
+            } => {
+                format!(
+                    "column \"{column}\" of relation {table} is of type {found}, not {expected}"
+                )
+            }
+            DuplicateColumn { name, .. } => {
+                format!("column name \"{name}\" is used more than once")
+            }
             AggregateSyntax { message, .. } => message.clone(),
-            UndefinedAggregate { function, column, type_name } => {
+            UndefinedAggregate {
+                function,
+                column,
+                type_name,
+            } => {
                 format!("aggregate {function}() is not defined for column \"{column}\" of type {type_name}")
             }
             WrongObjectType { name } => format!("\"{name}\" is not a table"),
             NullEventTime { pipeline, column } => {
-                format!("event time column \"{column}\" is NULL in a row for pipeline \"{pipeline}\"")
+                format!(
+                    "event time column \"{column}\" is NULL in a row for pipeline \"{pipeline}\""
+                )
             }
-            EventTimeOutOfRange { pipeline, column, value, infinite: true } => {
+            EventTimeOutOfRange {
+                pipeline,
+                column,
+                value,
+                infinite: true,
+            } => {
                 format!("event time column \"{column}\" is {value} in a row for pipeline \"{pipeline}\"")
             }
-            EventTimeOutOfRange { pipeline, column, value, .. } => {
+            EventTimeOutOfRange {
+                pipeline,
+                column,
+                value,
+                ..
+            } => {
                 format!("event time {value} in column \"{column}\" has no window of pipeline \"{pipeline}\" inside the timestamp range")
             }
             WrongIsolation { function, pipeline } => {
                 format!("{function} of pipeline \"{pipeline}\" must run at isolation level READ COMMITTED")
             }
-            SourceGone { pipeline } => format!("source table of pipeline \"{pipeline}\" no longer exists"),
-            ReadOnly { pipeline, what, operation } => {
+            SourceGone { pipeline } => {
+                format!("source table of pipeline \"{pipeline}\" no longer exists")
+            }
+            ReadOnly {
+                pipeline,
+                what,
+                operation,
+            } => {
                 format!("{what} of pipeline \"{pipeline}\" cannot be changed: {operation} is not allowed")
             }
             ReservedColumn { name, .. } => format!("column name \"{name}\" is reserved"),
-            NotGroupable { table, column, type_name, role } => {
+            NotGroupable {
+                table,
+                column,
+                type_name,
+                role,
+            } => {
                 format!("{role} column \"{column}\" of relation {table} has type {type_name}, which has no ordering")
             }
         }
@@ -178,7 +263,10 @@ impl EtError {
     /// Raises the error in PostgreSQL. The statement fails and nothing of it is applied.
     #[track_caller]
     pub fn raise(self) -> ! {
-        if matches!(self, EtError::NullEventTime { .. } | EtError::EventTimeOutOfRange { .. }) {
+        if matches!(
+            self,
+            EtError::NullEventTime { .. } | EtError::EventTimeOutOfRange { .. }
+        ) {
             hide_ingest_statement_context();
         }
         let mut report = ErrorReport::new(self.sqlstate(), self.message(), "pg_eventtime");
@@ -194,7 +282,11 @@ impl EtError {
 }
 
 pub fn invalid(message: impl Into<String>, hint: Option<&str>) -> EtError {
-    EtError::InvalidParameter { message: message.into(), detail: None, hint: hint.map(String::from) }
+    EtError::InvalidParameter {
+        message: message.into(),
+        detail: None,
+        hint: hint.map(String::from),
+    }
 }
 
 /// The marker the generated ingest statement starts with (see `core::sqlgen`).
@@ -208,7 +300,10 @@ pub const INGEST_MARKER: &str = "WITH /* pg_eventtime ingest */";
 /// statement that looks at the top of the context stack (`spi_context_callback`). A frame is
 /// only read as SPI's (`{ const char *query; ... }`) once its callback is known to be SPI's.
 fn hide_ingest_statement_context() {
-    let spi_callback = Spi::get_one::<i64>("SELECT _eventtime.spi_context_callback()").ok().flatten().unwrap_or(0);
+    let spi_callback = Spi::get_one::<i64>("SELECT _eventtime.spi_context_callback()")
+        .ok()
+        .flatten()
+        .unwrap_or(0);
     if spi_callback == 0 {
         return;
     }
@@ -219,7 +314,8 @@ fn hide_ingest_statement_context() {
     // Frames above the removed one are discarded by the error's longjmp, so relinking them leaves
     // nothing dangling.
     unsafe {
-        let mut link: *mut *mut pg_sys::ErrorContextCallback = std::ptr::addr_of_mut!(pg_sys::error_context_stack);
+        let mut link: *mut *mut pg_sys::ErrorContextCallback =
+            std::ptr::addr_of_mut!(pg_sys::error_context_stack);
         for _ in 0..8 {
             let frame = *link;
             if frame.is_null() {

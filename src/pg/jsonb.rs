@@ -12,7 +12,11 @@ use pgrx::{FromDatum, IntoDatum};
 pub struct RawJsonb(pg_sys::Datum);
 
 impl FromDatum for RawJsonb {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Self> {
         if is_null {
             None
         } else {
@@ -36,7 +40,8 @@ unsafe impl SqlTranslatable for RawJsonb {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(RawJsonb);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
 }
 
 // SAFETY: the datum is taken as it is; the SQL signature declares it jsonb, and PostgreSQL only
@@ -44,6 +49,9 @@ unsafe impl SqlTranslatable for RawJsonb {
 unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for RawJsonb {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         // SAFETY: the caller guarantees a non-null jsonb argument.
-        unsafe { arg.unbox_arg_using_from_datum().expect("a non-null jsonb argument") }
+        unsafe {
+            arg.unbox_arg_using_from_datum()
+                .expect("a non-null jsonb argument")
+        }
     }
 }
