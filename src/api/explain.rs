@@ -17,6 +17,7 @@ use crate::core::landing::{self, WindowState};
 use crate::core::time;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, EtError};
+use crate::pg::security::{self, as_catalog_owner};
 
 type Row = (
     TimestampWithTimeZone,
@@ -79,6 +80,18 @@ mod _eventtime {
             .raise()
         });
         let p = catalog::load(name);
+        if !p.readable() {
+            EtError::PermissionDenied {
+                message: format!("permission denied for pipeline \"{name}\""),
+                hint: format!(
+                    "eventtime.explain reads the pipeline's views: its owner, {}, can GRANT SELECT ON {} TO {}.",
+                    security::role_name(p.owner),
+                    p.def.view("_latest"),
+                    security::role_name(security::caller())
+                ),
+            }
+            .raise()
+        }
         let def = &p.def;
         if key.len() != def.keys.len() {
             let cols: Vec<&str> = def.keys.iter().map(|k| k.name.as_str()).collect();
@@ -131,40 +144,30 @@ mod _eventtime {
             def.table("history")
         );
 
-        let rows: Vec<Row> = Spi::connect(|client| {
-            let watermark = client
-                .select(
-                    "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
-                    None,
-                    &[p.id.into()],
-                )
-                .expect("catalog read")
-                .first()
-                .get::<TimestampWithTimeZone>(1)
-                .expect("watermark");
-            let (sources, now) = sources(&client, p.id);
+        // The catalog is read as its owner; the pipeline's tables, whose key values are cast to
+        // the key types (domain checks and input functions of the owner's types), as the
+        // pipeline's owner.
+        let rows: Vec<Row> = p.as_owner(|| Spi::connect(|client| {
+            let (watermark, (sources, now)) = as_catalog_owner(|| {
+                let watermark = client
+                    .select("SELECT watermark FROM _eventtime.pipeline WHERE id = $1", None, &[p.id.into()])
+                    .expect("catalog read")
+                    .first()
+                    .get::<TimestampWithTimeZone>(1)
+                    .expect("watermark");
+                (watermark, sources(client, p.id))
+            });
             let holding = clock::holding_back(&sources, now, p.idle_timeout);
-            let held_back_by: Option<Vec<String>> = if holding.is_empty() {
-                None
-            } else {
-                Some(holding.iter().map(|s| s.name.clone()).collect())
-            };
+            let held_back_by: Option<Vec<String>> =
+                if holding.is_empty() { None } else { Some(holding.iter().map(|s| s.name.clone()).collect()) };
             let wait = if sources.is_empty() {
                 "no watermark has been advanced yet".to_string()
             } else if holding.is_empty() {
-                "every source is idle, so the pipeline watermark waits for one to advance"
-                    .to_string()
+                "every source is idle, so the pipeline watermark waits for one to advance".to_string()
             } else {
                 let who: Vec<String> = holding
                     .iter()
-                    .map(|s| {
-                        format!(
-                            "source \"{}\" (at {}, last advanced at {})",
-                            s.name,
-                            tstz(s.watermark),
-                            tstz(s.advanced_at)
-                        )
-                    })
+                    .map(|s| format!("source \"{}\" (at {}, last advanced at {})", s.name, tstz(s.watermark), tstz(s.advanced_at)))
                     .collect();
                 format!("the pipeline watermark waits for {}", who.join(" and "))
             };
@@ -221,7 +224,7 @@ mod _eventtime {
                     )
                 })
                 .collect()
-        });
+        }));
         TableIterator::new(rows)
     }
 }

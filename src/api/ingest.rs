@@ -17,6 +17,7 @@ use crate::core::window::{AssignError, WindowSpec};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, EtError};
 use crate::pg::jsonb::RawJsonb;
+use crate::pg::security;
 
 #[derive(Default, Clone, Copy)]
 struct Counts {
@@ -85,7 +86,11 @@ mod _eventtime {
     }
 }
 
+/// An `INSERT` by the caller: it needs `INSERT` on the source table and nothing else, and it runs
+/// as the caller, with the caller's rights, row-level security and triggers, exactly as the
+/// `INSERT` it stands for; the pipeline's trigger then runs as the pipeline's owner.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn ingest(
     pipeline: Option<&str>,
     rows: Option<RawJsonb>,
@@ -117,6 +122,25 @@ fn ingest(
     if !p.source_exists {
         EtError::SourceGone {
             pipeline: pipeline.to_string(),
+        }
+        .raise()
+    }
+    let caller = security::caller();
+    let may_insert = Spi::get_one_with_args::<bool>(
+        "SELECT has_table_privilege($1, $2, 'INSERT')",
+        &[caller.into(), p.source_oid.into()],
+    )
+    .expect("privilege check")
+    .unwrap_or(false);
+    if !may_insert {
+        EtError::PermissionDenied {
+            message: format!("permission denied for table {}", p.def.source),
+            hint: format!(
+                "eventtime.ingest inserts into the source table of pipeline \"{pipeline}\": its owner, {}, can GRANT INSERT ON {} TO {}.",
+                security::role_name(p.owner),
+                p.def.source,
+                security::role_name(caller)
+            ),
         }
         .raise()
     }

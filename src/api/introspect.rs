@@ -3,6 +3,7 @@
 use pgrx::prelude::*;
 
 use crate::core::sqlgen::internal_table;
+use crate::pg::catalog;
 use crate::pg::error::EtError;
 
 #[pg_schema]
@@ -10,7 +11,9 @@ mod _eventtime {
     use super::*;
 
     /// Counts over the tables of one pipeline, for `eventtime.pipelines`.
+    /// Returns no row for a pipeline the caller may not read; counts as the pipeline's owner.
     #[pg_extern(stable, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
     fn pipeline_counts(
         pipeline_id: i32,
     ) -> TableIterator<
@@ -22,6 +25,10 @@ mod _eventtime {
             name!(refused, i64),
         ),
     > {
+        let p = catalog::load_by_id(pipeline_id);
+        if !p.readable() {
+            return TableIterator::new(Vec::new());
+        }
         let t = |what: &str| internal_table(pipeline_id, what);
         let sql = format!(
             "SELECT (SELECT count(*) FROM {state} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
@@ -31,16 +38,19 @@ mod _eventtime {
             history = t("history"),
             refused = t("refused"),
         );
-        let row = Spi::connect(|client| {
-            let r = client
-                .select(sql.as_str(), None, &[])
-                .expect("pipeline counts")
-                .first();
-            (1..=4)
-                .map(|i| r.get::<i64>(i).expect("count").unwrap_or(0))
-                .collect::<Vec<_>>()
+        // The owner reads its own catalog row (row-level security lets it).
+        let row = p.as_owner(|| {
+            Spi::connect(|client| {
+                let r = client
+                    .select(sql.as_str(), None, &[])
+                    .expect("pipeline counts")
+                    .first();
+                (1..=4)
+                    .map(|i| r.get::<i64>(i).expect("count").unwrap_or(0))
+                    .collect::<Vec<_>>()
+            })
         });
-        TableIterator::once((row[0], row[1], row[2], row[3]))
+        TableIterator::new(vec![(row[0], row[1], row[2], row[3])])
     }
 
     /// Refuses writes to a pipeline's history and refused rows (their tables and views). Its

@@ -14,6 +14,7 @@ use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WIND
 use crate::core::time::fixed_micros;
 use crate::pg::catalog::{self, StoredColumn, StoredDefinition, StoredWindow};
 use crate::pg::error::{invalid, EtError};
+use crate::pg::security::{self, as_catalog_owner, as_owner};
 
 /// PostgreSQL's longest name, in bytes.
 const NAME_MAX: usize = 63;
@@ -154,25 +155,13 @@ fn create_pipeline(
         }
         .raise()
     }
-    let exists = Spi::get_one_with_args::<bool>(
-        "SELECT EXISTS (SELECT 1 FROM _eventtime.pipeline WHERE name = $1)",
-        &[name.into()],
-    )
-    .expect("catalog read")
-    .unwrap_or(false);
-    if exists {
-        EtError::DuplicatePipeline {
-            name: name.to_string(),
-        }
-        .raise()
-    }
-
-    // The source table.
+    // The source table, and who owns it: the pipeline will belong to that role.
     let source_oid = source.oid();
-    let (relkind, source_sql, view_schema) = Spi::connect(|client| {
+    let (relkind, source_sql, view_schema, owner, owner_may_create) = Spi::connect(|client| {
         let t = client
             .select(
-                "SELECT c.relkind::text, format('%I.%I', n.nspname, c.relname), n.nspname::text \
+                "SELECT c.relkind::text, format('%I.%I', n.nspname, c.relname), n.nspname::text, c.relowner, \
+                        has_schema_privilege(c.relowner, n.oid, 'CREATE') \
                  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
                 None,
                 &[source_oid.into()],
@@ -183,12 +172,49 @@ fn create_pipeline(
             t.get::<String>(1).unwrap().unwrap(),
             t.get::<String>(2).unwrap().unwrap(),
             t.get::<String>(3).unwrap().unwrap(),
+            t.get::<pg_sys::Oid>(4).unwrap().unwrap(),
+            t.get::<bool>(5).unwrap().unwrap(),
         )
     });
     drop(source);
     if relkind != "r" && relkind != "p" {
         EtError::WrongObjectType {
             name: source_sql.clone(),
+        }
+        .raise()
+    }
+    if !security::has_privileges_of(security::caller(), owner) {
+        EtError::NotTableOwner {
+            table: source_sql.clone(),
+            owner: security::role_name(owner),
+        }
+        .raise()
+    }
+    if !owner_may_create {
+        let owner_name = security::role_name(owner);
+        EtError::PermissionDenied {
+            message: format!(
+                "role {owner_name} cannot create the views of pipeline \"{name}\" in schema {}",
+                quote_ident(&view_schema)
+            ),
+            hint: format!(
+                "The views of a pipeline go beside its source table, and belong to the table's owner: GRANT CREATE ON SCHEMA {} TO {owner_name}.",
+                quote_ident(&view_schema)
+            ),
+        }
+        .raise()
+    }
+    let exists = as_catalog_owner(|| {
+        Spi::get_one_with_args::<bool>(
+            "SELECT EXISTS (SELECT 1 FROM _eventtime.pipeline WHERE name = $1)",
+            &[name.into()],
+        )
+        .expect("catalog read")
+        .unwrap_or(false)
+    });
+    if exists {
+        EtError::DuplicatePipeline {
+            name: name.to_string(),
         }
         .raise()
     }
@@ -334,18 +360,20 @@ fn create_pipeline(
         probes.push(format!("pg_typeof({expr})::text"));
         avg_kinds.push(kind);
     }
-    let result_types: Vec<String> = Spi::connect(|client| {
-        let row = client
-            .select(
-                &format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")),
-                None,
-                &[],
-            )
-            .expect("aggregate type probe")
-            .first();
-        (1..=specs.len())
-            .map(|i| row.get::<String>(i).unwrap().unwrap())
-            .collect()
+    let result_types: Vec<String> = as_owner(owner, || {
+        Spi::connect(|client| {
+            let row = client
+                .select(
+                    &format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")),
+                    None,
+                    &[],
+                )
+                .expect("aggregate type probe")
+                .first();
+            (1..=specs.len())
+                .map(|i| row.get::<String>(i).unwrap().unwrap())
+                .collect()
+        })
     });
     let resolved: Vec<ResolvedAgg> = specs
         .into_iter()
@@ -379,10 +407,11 @@ fn create_pipeline(
     };
     let definition = serde_json::to_string(&stored).expect("definition serializes");
     let key_names: Vec<String> = stored.keys.iter().map(|k| k.name.clone()).collect();
-    let id = Spi::get_one_with_args::<i32>(
+    let id = as_catalog_owner(|| {
+        Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
-         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13) RETURNING id",
+         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole) RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -397,11 +426,16 @@ fn create_pipeline(
             definition.as_str().into(),
             watermark_lag.into(),
             idle_timeout.into(),
+            owner.into(),
         ],
     )
     .expect("catalog insert")
-    .expect("id");
+    .expect("id")
+    });
 
+    // The internal tables and the trigger function go into schema _eventtime, where only the
+    // catalog owner creates objects; they are handed to the table's owner before anything runs
+    // them. The trigger and the views are the owner's own DDL, made as the owner.
     let def = stored.to_def(
         id,
         name,
@@ -409,9 +443,10 @@ fn create_pipeline(
         view_schema,
         event_time.to_string(),
     );
-    let mut ddl = def.create_tables();
-    ddl.push(def.create_trigger_function());
-    ddl.push(def.create_trigger());
+    let mut internal = def.create_tables();
+    internal.push(def.create_trigger_function());
+    internal.extend(def.hand_over(&security::role_name(owner)));
+    let mut ddl = vec![def.create_trigger()];
     ddl.extend(def.create_views());
     ddl.push(format!(
         "COMMENT ON TRIGGER {} ON {} IS {}",
@@ -433,13 +468,17 @@ fn create_pipeline(
             quote_literal(&format!("pg_eventtime pipeline {name}: {what}"))
         ));
     }
-    Spi::connect_mut(|client| {
-        for stmt in &ddl {
-            client
-                .update(stmt.as_str(), None, &[])
-                .expect("pipeline DDL");
-        }
-    });
+    let run = |stmts: &[String]| {
+        Spi::connect_mut(|client| {
+            for stmt in stmts {
+                client
+                    .update(stmt.as_str(), None, &[])
+                    .expect("pipeline DDL");
+            }
+        })
+    };
+    as_catalog_owner(|| run(&internal));
+    as_owner(owner, || run(&ddl));
 
     // The trigger's SQL names these columns: make PostgreSQL refuse to drop them or change their
     // type while the pipeline exists, as it does for columns a view uses.
@@ -498,24 +537,25 @@ fn drop_pipeline(name: Option<&str>) {
         .raise()
     });
     let p = catalog::load(name);
-    let mut stmts = p.def.drop_objects(p.source_exists);
-    stmts.push(format!(
-        "DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}",
-        p.id
-    ));
-    stmts.push(format!(
-        "DELETE FROM _eventtime.source WHERE pipeline_id = {}",
-        p.id
-    ));
-    stmts.push(format!(
-        "DELETE FROM _eventtime.pipeline WHERE id = {}",
-        p.id
-    ));
-    Spi::connect_mut(|client| {
-        for stmt in &stmts {
-            client
-                .update(stmt.as_str(), None, &[])
-                .expect("drop pipeline");
-        }
+    p.require_owner("drop it");
+    let run = |stmts: Vec<String>| {
+        Spi::connect_mut(|client| {
+            for stmt in &stmts {
+                client
+                    .update(stmt.as_str(), None, &[])
+                    .expect("drop pipeline");
+            }
+        })
+    };
+    p.as_owner(|| run(p.def.drop_objects(p.source_exists)));
+    as_catalog_owner(|| {
+        run(vec![
+            format!(
+                "DELETE FROM _eventtime.duplicate_counts WHERE pipeline_id = {}",
+                p.id
+            ),
+            format!("DELETE FROM _eventtime.source WHERE pipeline_id = {}", p.id),
+            format!("DELETE FROM _eventtime.pipeline WHERE id = {}", p.id),
+        ])
     });
 }

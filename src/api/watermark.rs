@@ -26,6 +26,7 @@ use crate::core::clock::{self, SourceClock};
 use crate::core::time;
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, EtError};
+use crate::pg::security::{self, as_catalog_owner};
 
 /// The source of the two-argument `advance_watermark`.
 pub const DEFAULT_SOURCE: &str = "default";
@@ -101,120 +102,139 @@ pub(crate) fn sources(client: &SpiClient<'_>, pipeline_id: i32) -> (Vec<SourceCl
 
 /// Applies a change to one source, then moves the pipeline watermark to what its sources allow,
 /// firing and purging on the way. Returns windows fired, windows purged and the pipeline
-/// watermark in force.
+/// watermark in force. The lock and the firing run as the pipeline's owner, the catalog's reads
+/// and writes as the catalog's owner (see `pg::security`); the caller's right was checked before.
 fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
+    p.as_owner(|| Spi::connect_mut(|client| lock_state(client, p)));
+    let (current, new) =
+        as_catalog_owner(|| Spi::connect_mut(|client| move_watermark(client, p, change)));
+    let Some(new) = new else {
+        return (0, 0, current);
+    };
+    p.as_owner(|| {
+        Spi::connect_mut(|client| {
+            // Fire first, from the state as it is; then purge what reached its deadline.
+            let fired = client
+                .update(
+                    p.def.fire_statement().as_str(),
+                    None,
+                    &[new.into(), current.into()],
+                )
+                .expect("fire")
+                .first()
+                .get::<i64>(1)
+                .expect("fired")
+                .unwrap_or(0);
+            let purged = client
+                .update(p.def.purge_statement().as_str(), None, &[new.into()])
+                .expect("purge")
+                .first()
+                .get::<i64>(1)
+                .expect("purged")
+                .unwrap_or(0);
+            (fired, purged, Some(new))
+        })
+    })
+}
+
+/// The catalog part of [`apply`]: locks the pipeline's catalog row, changes the source and, when
+/// the pipeline watermark moves, writes it. Returns the watermark before and, when it moved, the
+/// new one.
+fn move_watermark(
+    client: &mut SpiClient<'_>,
+    p: &Pipeline,
+    change: Change<'_>,
+) -> (Option<TimestampWithTimeZone>, Option<TimestampWithTimeZone>) {
     let name = p.def.name.as_str();
-    Spi::connect_mut(|client| {
-        lock_state(client, p);
-        let current = client
-            .update(
-                "SELECT watermark FROM _eventtime.pipeline WHERE id = $1 FOR UPDATE",
-                None,
-                &[p.id.into()],
-            )
-            .expect("catalog lock")
-            .first()
-            .get::<TimestampWithTimeZone>(1)
-            .expect("watermark");
-        // The sources as they are, then the change written and applied to this list, which is
-        // what the pipeline watermark is computed from.
-        let (mut list, now) = sources(client, p.id);
-        match change {
-            Change::Advance { source, to, quiet } => {
-                let at = list.iter().position(|s| s.name == source);
-                match at.map(|i| list[i].watermark) {
-                    Some(m) if to.into_inner() <= m => {
-                        if !quiet {
-                            pgrx::notice!(
-                                "watermark {to} is not ahead of the watermark {} of source \"{source}\" of pipeline \"{name}\": nothing changed",
-                                tstz(m)
-                            );
-                        }
+    let current = client
+        .update(
+            "SELECT watermark FROM _eventtime.pipeline WHERE id = $1 FOR UPDATE",
+            None,
+            &[p.id.into()],
+        )
+        .expect("catalog lock")
+        .first()
+        .get::<TimestampWithTimeZone>(1)
+        .expect("watermark");
+    // The sources as they are, then the change written and applied to this list, which is
+    // what the pipeline watermark is computed from.
+    let (mut list, now) = sources(client, p.id);
+    match change {
+        Change::Advance { source, to, quiet } => {
+            let at = list.iter().position(|s| s.name == source);
+            match at.map(|i| list[i].watermark) {
+                Some(m) if to.into_inner() <= m => {
+                    if !quiet {
+                        pgrx::notice!(
+                            "watermark {to} is not ahead of the watermark {} of source \"{source}\" of pipeline \"{name}\": nothing changed",
+                            tstz(m)
+                        );
                     }
-                    _ => {
-                        client
-                            .update(
-                                "INSERT INTO _eventtime.source AS s (pipeline_id, name, watermark, advanced_at) \
-                                 VALUES ($1, $2, $3, $4) ON CONFLICT (pipeline_id, name) DO UPDATE \
-                                 SET watermark = excluded.watermark, advanced_at = excluded.advanced_at, marked_idle = false",
-                                None,
-                                &[p.id.into(), source.into(), to.into(), tstz(now).into()],
-                            )
-                            .expect("source advance");
-                        let advanced = SourceClock {
-                            name: source.to_string(),
-                            watermark: to.into_inner(),
-                            advanced_at: now,
-                            marked_idle: false,
-                        };
-                        match at {
-                            Some(i) => list[i] = advanced,
-                            None => list.push(advanced),
-                        }
-                        if let Some(c) = current {
-                            if to < c && !quiet {
-                                pgrx::notice!(
-                                    "source \"{source}\" of pipeline \"{name}\" is at {to}, behind the pipeline watermark {c}: the pipeline watermark stays until the source passes it"
-                                );
-                            }
+                }
+                _ => {
+                    client
+                        .update(
+                            "INSERT INTO _eventtime.source AS s (pipeline_id, name, watermark, advanced_at) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT (pipeline_id, name) DO UPDATE \
+                             SET watermark = excluded.watermark, advanced_at = excluded.advanced_at, marked_idle = false",
+                            None,
+                            &[p.id.into(), source.into(), to.into(), tstz(now).into()],
+                        )
+                        .expect("source advance");
+                    let advanced = SourceClock {
+                        name: source.to_string(),
+                        watermark: to.into_inner(),
+                        advanced_at: now,
+                        marked_idle: false,
+                    };
+                    match at {
+                        Some(i) => list[i] = advanced,
+                        None => list.push(advanced),
+                    }
+                    if let Some(c) = current {
+                        if to < c && !quiet {
+                            pgrx::notice!(
+                                "source \"{source}\" of pipeline \"{name}\" is at {to}, behind the pipeline watermark {c}: the pipeline watermark stays until the source passes it"
+                            );
                         }
                     }
                 }
             }
-            Change::MarkIdle { source } => {
-                let Some(i) = list.iter().position(|s| s.name == source) else {
-                    EtError::UnknownSource {
-                        pipeline: name.to_string(),
-                        source: source.to_string(),
-                    }
-                    .raise()
-                };
-                client
-                    .update(
-                        "UPDATE _eventtime.source SET marked_idle = true WHERE pipeline_id = $1 AND name = $2",
-                        None,
-                        &[p.id.into(), source.into()],
-                    )
-                    .expect("mark idle");
-                list[i].marked_idle = true;
-            }
         }
-        let cur = current.map(|c| c.into_inner());
-        let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else {
-            return (0, 0, current);
-        };
-        if cur.is_some_and(|c| new <= c) {
-            return (0, 0, current);
+        Change::MarkIdle { source } => {
+            let Some(i) = list.iter().position(|s| s.name == source) else {
+                EtError::UnknownSource {
+                    pipeline: name.to_string(),
+                    source: source.to_string(),
+                }
+                .raise()
+            };
+            client
+                .update(
+                    "UPDATE _eventtime.source SET marked_idle = true WHERE pipeline_id = $1 AND name = $2",
+                    None,
+                    &[p.id.into(), source.into()],
+                )
+                .expect("mark idle");
+            list[i].marked_idle = true;
         }
-        let new = tstz(new);
-        client
-            .update(
-                "UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1",
-                None,
-                &[p.id.into(), new.into()],
-            )
-            .expect("watermark update");
-        // Fire first, from the state as it is; then purge what reached its deadline.
-        let fired = client
-            .update(
-                p.def.fire_statement().as_str(),
-                None,
-                &[new.into(), current.into()],
-            )
-            .expect("fire")
-            .first()
-            .get::<i64>(1)
-            .expect("fired")
-            .unwrap_or(0);
-        let purged = client
-            .update(p.def.purge_statement().as_str(), None, &[new.into()])
-            .expect("purge")
-            .first()
-            .get::<i64>(1)
-            .expect("purged")
-            .unwrap_or(0);
-        (fired, purged, Some(new))
-    })
+    }
+    let cur = current.map(|c| c.into_inner());
+    let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else {
+        return (current, None);
+    };
+    if cur.is_some_and(|c| new <= c) {
+        return (current, None);
+    }
+    let new = tstz(new);
+    client
+        .update(
+            "UPDATE _eventtime.pipeline SET watermark = $2 WHERE id = $1",
+            None,
+            &[p.id.into(), new.into()],
+        )
+        .expect("watermark update");
+    (current, Some(new))
 }
 
 /// A source name as given by the user: any text but empty (names are values, never SQL).
@@ -267,6 +287,7 @@ fn advance_watermark(
     });
     let source = source_name(F, source);
     let p = catalog::load(name);
+    p.require_owner("advance its watermark");
     require_read_committed(name, F);
     TableIterator::once(apply(
         &p,
@@ -301,6 +322,7 @@ fn mark_idle(
     });
     let source = source_name(F, source);
     let p = catalog::load(name);
+    p.require_owner("mark its sources idle");
     require_read_committed(name, F);
     TableIterator::once(apply(&p, Change::MarkIdle { source }))
 }
@@ -313,6 +335,7 @@ mod _eventtime {
     /// trigger function calls this only outside READ COMMITTED, before it takes the advance's lock
     /// (see the module comment).
     #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
     fn refuse_lag_isolation(pipeline_id: i32) {
         let (name, _) = catalog::name_and_event_time(pipeline_id);
         require_read_committed(&name, "an ingest statement");
@@ -321,9 +344,12 @@ mod _eventtime {
     /// Last thing an ingest statement of a pipeline with a watermark lag does: advance the
     /// `watermark_lag` source to the greatest event time of the statement minus the lag.
     #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
     fn advance_by_watermark_lag(pipeline_id: i32, max_event_time: Option<TimestampWithTimeZone>) {
         let Some(max) = max_event_time else { return };
         let p = catalog::load_by_id(pipeline_id);
+        // The trigger function runs as the pipeline's owner; nobody else may advance it.
+        p.require_owner("advance its watermark");
         let Some(lag) = p.def.watermark_lag else {
             return;
         };
@@ -341,6 +367,7 @@ mod _eventtime {
     /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why), and
     /// whether the pipeline watermark waits for it.
     #[pg_extern(stable, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
     fn source_status() -> TableIterator<
         'static,
         (
@@ -353,26 +380,26 @@ mod _eventtime {
             name!(holding_back, bool),
         ),
     > {
-        let ids: Vec<(i32, String)> = Spi::connect(|client| {
-            client
-                .select(
-                    "SELECT id, name FROM _eventtime.pipeline ORDER BY name",
-                    None,
-                    &[],
-                )
-                .expect("catalog read")
-                .map(|r| {
-                    (
-                        r.get::<i32>(1).unwrap().unwrap(),
-                        r.get::<String>(2).unwrap().unwrap(),
+        // Only the pipelines the caller may read.
+        let caller = security::caller();
+        let ids: Vec<(i32, String)> = as_catalog_owner(|| {
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT id, name FROM _eventtime.pipeline p \
+                         WHERE _eventtime.may_read($1, p.owner, p.view_schema, p.name) ORDER BY name",
+                        None,
+                        &[caller.into()],
                     )
-                })
-                .collect()
+                    .expect("catalog read")
+                    .map(|r| (r.get::<i32>(1).unwrap().unwrap(), r.get::<String>(2).unwrap().unwrap()))
+                    .collect()
+            })
         });
         let mut rows = Vec::new();
         for (id, name) in ids {
             let p = catalog::load(&name);
-            let (list, now) = Spi::connect(|client| sources(&client, id));
+            let (list, now) = as_catalog_owner(|| Spi::connect(|client| sources(&client, id)));
             let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout)
                 .iter()
                 .map(|s| s.name.clone())

@@ -757,6 +757,11 @@ impl PipelineDef {
     /// [`Self::ingest_statement`], or for a single row [`Self::one_row_block`]; records
     /// duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
     ///
+    /// It is `SECURITY DEFINER`, owned by the pipeline's owner (see [`Self::hand_over`]), and its
+    /// first statement makes the rest a security-restricted operation (`_eventtime.restrict()`):
+    /// whoever inserts, the pipeline's statements run as the owner of the tables they write,
+    /// never above.
+    ///
     /// The first query reads the number of rows of the transition table (up to
     /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`.
     ///
@@ -793,7 +798,9 @@ impl PipelineDef {
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
                v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
+               v_restricted boolean;\n\
              BEGIN\n\
+             v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
              SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
              INTO v_row FROM new_rows r LIMIT 1;\n\
@@ -902,6 +909,35 @@ impl PipelineDef {
         )
     }
 
+    /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
+    fn tables(&self) -> &'static [&'static str] {
+        if self.event_id.is_some() {
+            &["state", "ids", "history", "refused"]
+        } else {
+            &["state", "history", "refused"]
+        }
+    }
+
+    /// Hands the internal tables and the trigger function, created by the catalog owner, to the
+    /// pipeline's owner `owner` (a quoted role name): the trigger function, `SECURITY DEFINER`,
+    /// then runs as that owner, and nobody but the trigger calls it.
+    pub fn hand_over(&self, owner: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .tables()
+            .iter()
+            .map(|t| format!("ALTER TABLE {} OWNER TO {owner}", self.table(t)))
+            .collect();
+        out.push(format!(
+            "REVOKE ALL ON FUNCTION {}() FROM PUBLIC",
+            self.trigger_function()
+        ));
+        out.push(format!(
+            "ALTER FUNCTION {}() OWNER TO {owner}",
+            self.trigger_function()
+        ));
+        out
+    }
+
     /// Everything the pipeline created, in an order that drops dependents first. The source
     /// table is left alone except for the trigger.
     pub fn drop_objects(&self, source_exists: bool) -> Vec<String> {
@@ -920,12 +956,7 @@ impl PipelineDef {
             "DROP FUNCTION IF EXISTS {}()",
             self.trigger_function()
         ));
-        let tables: &[&str] = if self.event_id.is_some() {
-            &["state", "ids", "history", "refused"]
-        } else {
-            &["state", "history", "refused"]
-        };
-        for t in tables {
+        for t in self.tables() {
             out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));
         }
         out
@@ -1147,6 +1178,41 @@ mod tests {
             2,
             "kept is read by batch and refused only"
         );
+    }
+
+    #[test]
+    fn the_trigger_function_is_the_owners_and_restricts_itself_first() {
+        let mut d = def();
+        let f = d.create_trigger_function();
+        assert!(f.lines().next().unwrap().contains("SECURITY DEFINER"));
+        let body = &f[f.find("BEGIN\n").unwrap() + "BEGIN\n".len()..];
+        assert!(
+            body.starts_with("v_restricted := _eventtime.restrict();\n"),
+            "{body}"
+        );
+        let owner = "\"app owner\"";
+        let handed = d.hand_over(owner);
+        for t in ["state", "ids", "history", "refused"] {
+            assert!(
+                handed.contains(&format!("ALTER TABLE {} OWNER TO {owner}", d.table(t))),
+                "{t}"
+            );
+        }
+        let revoke = handed
+            .iter()
+            .position(|s| s.starts_with("REVOKE ALL ON FUNCTION"))
+            .unwrap();
+        let alter = handed
+            .iter()
+            .position(|s| {
+                s == &format!("ALTER FUNCTION {}() OWNER TO {owner}", d.trigger_function())
+            })
+            .unwrap();
+        assert!(revoke < alter);
+        // Without event ids there is no ledger to hand over.
+        d.event_id = None;
+        assert!(!d.hand_over(owner).iter().any(|s| s.contains("p7_ids")));
+        assert_eq!(d.hand_over(owner).len(), 5);
     }
 
     #[test]

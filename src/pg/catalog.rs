@@ -11,6 +11,7 @@ use crate::core::aggregates::ResolvedAgg;
 use crate::core::sqlgen::{Column, PipelineDef};
 use crate::core::window::WindowSpec;
 use crate::pg::error::EtError;
+use crate::pg::security::{self, as_catalog_owner};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredColumn {
@@ -83,16 +84,20 @@ pub struct Pipeline {
     pub source_exists: bool,
     pub source_oid: pg_sys::Oid,
     pub idle_timeout: Option<i64>,
+    /// The role that owns the pipeline's objects, as whom its statements run.
+    pub owner: pg_sys::Oid,
 }
 
 /// Reads a pipeline by id; the pipeline exists (the caller holds its id from a trigger or the
 /// catalog).
 pub fn load_by_id(id: i32) -> Pipeline {
-    let name = Spi::get_one_with_args::<String>(
-        "SELECT name FROM _eventtime.pipeline WHERE id = $1",
-        &[id.into()],
-    )
-    .expect("catalog read")
+    let name = as_catalog_owner(|| {
+        Spi::get_one_with_args::<String>(
+            "SELECT name FROM _eventtime.pipeline WHERE id = $1",
+            &[id.into()],
+        )
+        .expect("catalog read")
+    })
     .unwrap_or_else(|| {
         EtError::UnknownPipeline {
             name: format!("#{id}"),
@@ -102,35 +107,40 @@ pub fn load_by_id(id: i32) -> Pipeline {
     load(&name)
 }
 
-/// Reads a pipeline by name, or raises 42704.
+/// Reads a pipeline by name, or raises 42704. The caller's rights are checked by the caller of
+/// this function, for what it does with the pipeline.
 pub fn load(name: &str) -> Pipeline {
-    let row = Spi::connect(|client| {
-        let t = client
+    let row = as_catalog_owner(|| {
+        Spi::connect(|client| {
+            let t = client
             .select(
                 "SELECT p.id, p.definition::text, p.source::oid, p.view_schema::text, p.event_time::text, \
                         (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                          WHERE c.oid = p.source) \
+                          WHERE c.oid = p.source), \
+                        p.owner::oid \
                  FROM _eventtime.pipeline p WHERE p.name = $1",
                 None,
                 &[name.into()],
             )
             .expect("catalog read");
-        if t.is_empty() {
-            return None;
-        }
-        let r = t.first();
-        Some((
-            r.get::<i32>(1).expect("id").expect("id"),
-            r.get::<String>(2).expect("definition").expect("definition"),
-            r.get::<pg_sys::Oid>(3).expect("source").expect("source"),
-            r.get::<String>(4)
-                .expect("view_schema")
-                .expect("view_schema"),
-            r.get::<String>(5).expect("event_time").expect("event_time"),
-            r.get::<String>(6).expect("source name"),
-        ))
+            if t.is_empty() {
+                return None;
+            }
+            let r = t.first();
+            Some((
+                r.get::<i32>(1).expect("id").expect("id"),
+                r.get::<String>(2).expect("definition").expect("definition"),
+                r.get::<pg_sys::Oid>(3).expect("source").expect("source"),
+                r.get::<String>(4)
+                    .expect("view_schema")
+                    .expect("view_schema"),
+                r.get::<String>(5).expect("event_time").expect("event_time"),
+                r.get::<String>(6).expect("source name"),
+                r.get::<pg_sys::Oid>(7).expect("owner").expect("owner"),
+            ))
+        })
     });
-    let Some((id, definition, source_oid, view_schema, event_time, source)) = row else {
+    let Some((id, definition, source_oid, view_schema, event_time, source, owner)) = row else {
         EtError::UnknownPipeline {
             name: name.to_string(),
         }
@@ -152,17 +162,45 @@ pub fn load(name: &str) -> Pipeline {
         source_exists,
         source_oid,
         idle_timeout: stored.idle_timeout_us,
+        owner,
+    }
+}
+
+impl Pipeline {
+    /// Raises 42501 unless the caller has the privileges of the pipeline's owner.
+    pub fn require_owner(&self, action: &'static str) {
+        security::require_pipeline_owner(&self.def.name, self.owner, action)
+    }
+
+    /// Whether the caller may read the pipeline: it has the owner's privileges or may read one of
+    /// its views.
+    pub fn readable(&self) -> bool {
+        security::may_read(
+            security::caller(),
+            self.owner,
+            &self.def.view_schema,
+            &self.def.name,
+        )
+    }
+
+    /// Runs `f` as the pipeline's owner, in a security-restricted operation.
+    pub fn as_owner<R>(&self, f: impl FnOnce() -> R) -> R {
+        security::as_owner(self.owner, f)
     }
 }
 
 /// The name and event-time column of a pipeline by id, for the row errors raised where only the
 /// id is at hand.
+/// Only a role with the privileges of the pipeline's owner learns them; others get `#<id>`.
 pub fn name_and_event_time(id: i32) -> (String, String) {
-    let (name, column) = Spi::get_two_with_args::<String, String>(
-        "SELECT name, event_time::text FROM _eventtime.pipeline WHERE id = $1",
-        &[id.into()],
-    )
-    .unwrap_or((None, None));
+    let caller = security::caller();
+    let (name, column) = as_catalog_owner(|| {
+        Spi::get_two_with_args::<String, String>(
+            "SELECT name, event_time::text FROM _eventtime.pipeline WHERE id = $1 AND pg_has_role($2, owner, 'USAGE')",
+            &[id.into(), caller.into()],
+        )
+        .unwrap_or((None, None))
+    });
     (
         name.unwrap_or_else(|| format!("#{id}")),
         column.unwrap_or_default(),

@@ -87,6 +87,18 @@ pub enum EtError {
         type_name: String,
         role: String,
     },
+    /// 42501: creating a pipeline on a table the caller does not own.
+    NotTableOwner { table: String, owner: String },
+    /// 42501: managing a pipeline the caller does not own. `action` completes "to ...".
+    NotPipelineOwner {
+        pipeline: String,
+        owner: String,
+        action: &'static str,
+    },
+    /// 42501: any other missing privilege; the hint names the grant.
+    PermissionDenied { message: String, hint: String },
+    /// 55000: an internal function called outside the place it is made for.
+    WrongContext { message: String },
 }
 
 impl EtError {
@@ -113,6 +125,10 @@ impl EtError {
             ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
             NotGroupable { .. } => ERRCODE_UNDEFINED_FUNCTION,
+            NotTableOwner { .. } | NotPipelineOwner { .. } | PermissionDenied { .. } => {
+                ERRCODE_INSUFFICIENT_PRIVILEGE
+            }
+            WrongContext { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         }
     }
 
@@ -198,6 +214,14 @@ impl EtError {
             } => {
                 format!("{role} column \"{column}\" of relation {table} has type {type_name}, which has no ordering")
             }
+            NotTableOwner { table, .. } => {
+                format!("must be owner of table {table} to create a pipeline on it")
+            }
+            NotPipelineOwner {
+                pipeline, action, ..
+            } => format!("must be owner of pipeline \"{pipeline}\" to {action}"),
+            PermissionDenied { message, .. } => message.clone(),
+            WrongContext { message } => message.clone(),
         }
     }
 
@@ -256,6 +280,13 @@ impl EtError {
             ReadOnly { .. } => Some("Only the pipeline writes here; drop the pipeline to remove it.".into()),
             ReservedColumn { .. } => Some("Rename the aggregate with AS; for a key, choose another column.".into()),
             NotGroupable { .. } => Some("Use a column of another type, or cast it in a generated column (jsonb, text).".into()),
+            NotTableOwner { table, owner } => Some(format!(
+                "Table {table} belongs to role {owner}: create the pipeline as that role, or as a role that inherits its privileges."
+            )),
+            NotPipelineOwner { pipeline, owner, .. } => Some(format!(
+                "Pipeline \"{pipeline}\" belongs to role {owner}, the owner of its source table: run this as that role, or as a role that inherits its privileges."
+            )),
+            PermissionDenied { hint, .. } => Some(hint.clone()),
             _ => None,
         }
     }

@@ -23,6 +23,9 @@ CREATE TABLE _eventtime.pipeline (
     idle_timeout     interval,
     aggregates       text NOT NULL,
     definition       jsonb NOT NULL,
+    -- The owner of the source table when the pipeline was created: every object of the pipeline
+    -- belongs to it, its statements run as it, and it (or a role with its privileges) manages it.
+    owner            regrole NOT NULL,
     watermark        timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now()
 );
@@ -53,6 +56,26 @@ CREATE TABLE _eventtime.duplicate_counts (
     duplicates  bigint NOT NULL
 );
 CREATE INDEX ON _eventtime.duplicate_counts (pipeline_id);
+
+-- Who may touch the catalog. The extension's functions read and write it as its owner, after
+-- checking the caller's rights (src/pg/security.rs). The one access from elsewhere is a
+-- pipeline's trigger function, which runs as the pipeline's owner: it reads its watermark
+-- FOR SHARE (which needs UPDATE on a column) and records duplicates. Row-level security limits that
+-- to the pipelines of roles whose privileges the current role has; the UPDATE policy lets the
+-- row lock through and refuses every actual update.
+GRANT USAGE ON SCHEMA _eventtime TO PUBLIC;
+GRANT USAGE ON SCHEMA eventtime TO PUBLIC;
+ALTER TABLE _eventtime.pipeline ENABLE ROW LEVEL SECURITY;
+GRANT SELECT, UPDATE (watermark) ON _eventtime.pipeline TO PUBLIC;
+CREATE POLICY own_pipelines ON _eventtime.pipeline FOR SELECT
+    USING (pg_catalog.pg_has_role(owner, 'USAGE'));
+CREATE POLICY lock_only ON _eventtime.pipeline FOR UPDATE
+    USING (pg_catalog.pg_has_role(owner, 'USAGE')) WITH CHECK (false);
+ALTER TABLE _eventtime.duplicate_counts ENABLE ROW LEVEL SECURITY;
+GRANT INSERT ON _eventtime.duplicate_counts TO PUBLIC;
+CREATE POLICY own_pipelines ON _eventtime.duplicate_counts FOR INSERT
+    WITH CHECK (EXISTS (SELECT FROM _eventtime.pipeline p WHERE p.id OPERATOR(pg_catalog.=) pipeline_id));
+ALTER TABLE _eventtime.source ENABLE ROW LEVEL SECURITY;
 
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.pipeline', '');
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.pipeline_id_seq', '');

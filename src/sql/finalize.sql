@@ -1,8 +1,22 @@
 -- pg_eventtime: objects that need the Rust functions to exist.
 
+-- Whether a role may read a pipeline: it has the privileges of the pipeline's owner, or SELECT on
+-- at least one of the pipeline's views. eventtime.pipelines, eventtime.sources and explain show a
+-- role only such pipelines.
+CREATE FUNCTION _eventtime.may_read(role oid, owner oid, view_schema name, name text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.pg_has_role(role, owner, 'USAGE')
+    OR EXISTS (SELECT FROM pg_catalog.unnest(ARRAY['_history', '_latest', '_sealed', '_refused']) AS s(suffix)
+               WHERE pg_catalog.has_table_privilege(role,
+                       pg_catalog.to_regclass(pg_catalog.quote_ident(view_schema) || '.' || pg_catalog.quote_ident(name || s.suffix)),
+                       'SELECT'))
+$$;
+
 CREATE VIEW eventtime.pipelines AS
 SELECT p.name,
        p.source,
+       p.owner,
        p.event_time,
        p.key_columns,
        p.event_id,
@@ -22,10 +36,13 @@ SELECT p.name,
          AS duplicates,
        p.created_at
 FROM _eventtime.pipeline p
-CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c;
+CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
+WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), p.owner, p.view_schema, p.name);
+
+GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 
 COMMENT ON VIEW eventtime.pipelines IS
-  'One row per pipeline: its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
+  'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
 COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval) IS
   'Creates a tumbling event-time pipeline on a source table: triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
@@ -44,6 +61,8 @@ CREATE VIEW eventtime.sources AS
 SELECT pipeline, source, watermark, advanced_at, idle, idle_reason, holding_back
 FROM _eventtime.source_status();
 
+GRANT SELECT ON eventtime.sources TO PUBLIC;
+
 COMMENT ON VIEW eventtime.sources IS
   'One row per source of each pipeline: its watermark, when it last advanced, whether it is idle (marked, or past the idle_timeout) and whether the pipeline watermark is waiting for it.';
 
@@ -53,7 +72,7 @@ CREATE FUNCTION eventtime.explain(pipeline text, event_time timestamptz, VARIADI
 RETURNS TABLE (window_start timestamptz, window_end timestamptz, deadline timestamptz, state text,
                rows_in_state bigint, latest_version integer, watermark timestamptz, landing text,
                held_back_by text[], explanation text)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
 
 COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
