@@ -1,16 +1,18 @@
 -- pg_eventtime: objects that need the Rust functions to exist.
 
--- Whether a role may read a pipeline: it has the privileges of the pipeline's owner, or SELECT on
--- at least one of the pipeline's views. eventtime.pipelines, eventtime.sources and explain show a
--- role only such pipelines.
+-- Whether a role may read a pipeline: it has the privileges of the pipeline's owner, or may read
+-- at least one of the pipeline's views (USAGE on their schema and SELECT on the view).
+-- eventtime.pipelines, eventtime.sources and explain show a role only such pipelines. The views
+-- are looked up in the catalog, which names them without checking any privilege of the caller.
 CREATE FUNCTION _eventtime.may_read(role oid, owner oid, view_schema name, name text) RETURNS boolean
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT pg_catalog.pg_has_role(role, owner, 'USAGE')
-    OR EXISTS (SELECT FROM pg_catalog.unnest(ARRAY['_history', '_latest', '_sealed', '_refused']) AS s(suffix)
-               WHERE pg_catalog.has_table_privilege(role,
-                       pg_catalog.to_regclass(pg_catalog.quote_ident(view_schema) || '.' || pg_catalog.quote_ident(name || s.suffix)),
-                       'SELECT'))
+    OR EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = view_schema
+                 AND c.relname IN (name || '_history', name || '_latest', name || '_sealed', name || '_refused')
+                 AND pg_catalog.has_schema_privilege(role, n.oid, 'USAGE')
+                 AND pg_catalog.has_table_privilege(role, c.oid, 'SELECT'))
 $$;
 
 CREATE VIEW eventtime.pipelines AS
