@@ -128,6 +128,8 @@ fn create_pipeline(
     window_origin: default!(Option<TimestampWithTimeZone>, "'1970-01-01 00:00:00+00'"),
     watermark_lag: default!(Option<Interval>, "NULL"),
     idle_timeout: default!(Option<Interval>, "NULL"),
+    clock_lag: default!(Option<Interval>, "NULL"),
+    max_ahead: default!(Option<Interval>, "'1 day'"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let null = |argument| EtError::NullArgument {
@@ -272,6 +274,8 @@ fn create_pipeline(
     let lateness_us = duration("allowed_lateness", allowed_lateness, true);
     let watermark_lag_us = watermark_lag.map(|v| duration("watermark_lag", v, true));
     let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
+    let clock_lag_us = clock_lag.map(|v| duration("clock_lag", v, true));
+    let max_ahead_us = max_ahead.map(|v| duration("max_ahead", v, true));
     if !window_origin.is_finite() {
         invalid("window_origin must be finite", None).raise()
     }
@@ -404,14 +408,16 @@ fn create_pipeline(
         aggregates: resolved,
         watermark_lag_us,
         idle_timeout_us,
+        clock_lag_us,
+        max_ahead_us,
     };
     let definition = serde_json::to_string(&stored).expect("definition serializes");
     let key_names: Vec<String> = stored.keys.iter().map(|k| k.name.clone()).collect();
     let id = as_catalog_owner(|| {
         Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
-         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole) RETURNING id",
+         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16) RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -427,6 +433,8 @@ fn create_pipeline(
             watermark_lag.into(),
             idle_timeout.into(),
             owner.into(),
+            clock_lag.into(),
+            max_ahead.into(),
         ],
     )
     .expect("catalog insert")
@@ -481,16 +489,9 @@ fn create_pipeline(
     as_owner(owner, || run(&ddl));
 
     // The trigger's SQL names these columns: make PostgreSQL refuse to drop them or change their
-    // type while the pipeline exists, as it does for columns a view uses.
-    let mut used: Vec<&str> = vec![event_time];
-    used.extend(stored.keys.iter().map(|k| k.name.as_str()));
-    used.extend(stored.event_id.iter().map(|c| c.name.as_str()));
-    used.extend(
-        stored
-            .aggregates
-            .iter()
-            .filter_map(|a| a.spec.arg.as_deref()),
-    );
+    // type while the pipeline exists, as it does for columns a view uses. (Renames are refused by
+    // the event trigger of `check_columns`.)
+    let used = def.used_columns();
     let trigger_oid = Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT oid FROM pg_trigger WHERE tgrelid = $1 AND tgname = $2",
         &[source_oid.into(), format!("eventtime_ingest_p{id}").into()],
@@ -523,6 +524,55 @@ fn create_pipeline(
                 pg_sys::DependencyType::DEPENDENCY_NORMAL,
             )
         };
+    }
+}
+
+#[pg_schema]
+mod _eventtime {
+    use super::*;
+
+    /// Called by the event trigger `eventtime_alter_table` after every `ALTER TABLE`, with the
+    /// tables it changed. The trigger function of a pipeline names the source columns it uses;
+    /// a rename of one would make every insert into the table fail, so the `ALTER TABLE` is
+    /// refused, naming the pipeline. (Dropping such a column or changing its type is refused by
+    /// PostgreSQL itself, through the dependencies `create_pipeline` records.)
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn check_columns(tables: Option<Vec<Option<pg_sys::Oid>>>) {
+        let tables: Vec<pg_sys::Oid> = tables.unwrap_or_default().into_iter().flatten().collect();
+        if tables.is_empty() {
+            return;
+        }
+        let names: Vec<String> = as_catalog_owner(|| {
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT name FROM _eventtime.pipeline WHERE source::oid = ANY($1) ORDER BY name",
+                        None,
+                        &[tables.into()],
+                    )
+                    .expect("catalog read")
+                    .map(|r| r.get::<String>(1).expect("name").expect("name"))
+                    .collect()
+            })
+        });
+        for name in names {
+            let p = catalog::load(&name);
+            let cols = source_columns(p.source_oid);
+            if let Some(gone) = p
+                .def
+                .used_columns()
+                .into_iter()
+                .find(|u| !cols.iter().any(|c| c.name == *u))
+            {
+                EtError::ColumnInUse {
+                    table: p.def.source.clone(),
+                    column: gone.to_string(),
+                    pipeline: name.clone(),
+                }
+                .raise()
+            }
+        }
     }
 }
 

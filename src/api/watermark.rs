@@ -32,6 +32,8 @@ use crate::pg::security::{self, as_catalog_owner};
 pub const DEFAULT_SOURCE: &str = "default";
 /// The source that ingest statements advance when the pipeline has a watermark lag.
 pub const LAG_SOURCE: &str = "watermark_lag";
+/// The source that `eventtime.tick()` advances when the pipeline has a clock lag.
+pub const CLOCK_SOURCE: &str = "clock";
 
 type Outcome = (i64, i64, Option<TimestampWithTimeZone>);
 
@@ -43,6 +45,9 @@ enum Change<'a> {
         to: TimestampWithTimeZone,
         quiet: bool,
     },
+    /// No source changes; the pipeline watermark is computed again, for the idle timeouts that
+    /// processing time has passed since.
+    Recompute,
     /// `source` stops counting until it advances again.
     MarkIdle { source: &'a str },
 }
@@ -201,6 +206,7 @@ fn move_watermark(
                 }
             }
         }
+        Change::Recompute => {}
         Change::MarkIdle { source } => {
             let Some(i) = list.iter().position(|s| s.name == source) else {
                 EtError::UnknownSource {
@@ -235,6 +241,33 @@ fn move_watermark(
         )
         .expect("watermark update");
     (current, Some(new))
+}
+
+/// The transaction's `now()`, the processing time every check of one call uses.
+fn now() -> i64 {
+    // SAFETY: reads the start time of the current transaction, a backend global.
+    unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
+}
+
+/// Raises 22023 when `to` is later than `now()` plus the pipeline's `max_ahead`: a watermark says
+/// no earlier event time is to come, so one in the future refuses every row until the clock
+/// catches up. A typo (`'20260-01-01'`) would close the pipeline for good.
+fn require_not_too_far_ahead(p: &Pipeline, to: TimestampWithTimeZone) {
+    let Some(ahead) = p.def.max_ahead else { return };
+    if clock::too_far_ahead(to.into_inner(), now(), Some(ahead)) {
+        invalid(
+            format!(
+                "watermark {to} of pipeline \"{}\" is more than max_ahead ({}) ahead of the current time",
+                p.def.name,
+                time::describe_duration(ahead),
+            ),
+            Some(
+                "A watermark this far ahead would refuse every later row. Check the value; 'infinity' ends the input. \
+                 For event times that really run ahead of the clock, create the pipeline with a larger max_ahead, or NULL for no bound.",
+            ),
+        )
+        .raise()
+    }
 }
 
 /// A source name as given by the user: any text but empty (names are values, never SQL).
@@ -289,6 +322,7 @@ fn advance_watermark(
     let p = catalog::load(name);
     p.require_owner("advance its watermark");
     require_read_committed(name, F);
+    require_not_too_far_ahead(&p, to);
     TableIterator::once(apply(
         &p,
         Change::Advance {
@@ -325,6 +359,93 @@ fn mark_idle(
     p.require_owner("mark its sources idle");
     require_read_committed(name, F);
     TableIterator::once(apply(&p, Change::MarkIdle { source }))
+}
+
+/// `eventtime.tick()`: what processing time moves, for every pipeline the caller may manage.
+/// A pipeline with a `clock_lag` has its source `clock` advanced to `now() - clock_lag`; every
+/// pipeline with an `idle_timeout` has its watermark computed again, since sources may have timed
+/// out since the last change. Each then fires and purges what its new watermark makes due. A
+/// pipeline with nothing due is only read, without a lock, so a tick that has nothing to do is
+/// cheap. Returns one row per pipeline whose watermark moved.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn tick() -> TableIterator<
+    'static,
+    (
+        name!(pipeline, String),
+        name!(windows_fired, i64),
+        name!(windows_purged, i64),
+        name!(watermark, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let caller = security::caller();
+    let names: Vec<String> = as_catalog_owner(|| {
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT name FROM _eventtime.pipeline \
+                     WHERE (clock_lag IS NOT NULL OR idle_timeout IS NOT NULL) AND pg_has_role($1, owner, 'USAGE') \
+                     ORDER BY name",
+                    None,
+                    &[caller.into()],
+                )
+                .expect("catalog read")
+                .map(|r| r.get::<String>(1).expect("name").expect("name"))
+                .collect()
+        })
+    });
+    let mut rows = Vec::new();
+    for name in names {
+        let p = catalog::load(&name);
+        require_read_committed(&name, "eventtime.tick");
+        let now = now();
+        let change = match p.clock_lag {
+            Some(lag) => Change::Advance {
+                source: CLOCK_SOURCE,
+                to: tstz(time::add(now, -lag)),
+                quiet: true,
+            },
+            None => Change::Recompute,
+        };
+        // Without a lock: is anything due? The clock source is written whenever it moves, so
+        // that it never looks idle; otherwise only a pipeline watermark that moves is worth the
+        // advance's lock.
+        let (before, due) = as_catalog_owner(|| {
+            Spi::connect(|client| {
+                let current = client
+                    .select(
+                        "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
+                        None,
+                        &[p.id.into()],
+                    )
+                    .expect("catalog read")
+                    .first()
+                    .get::<TimestampWithTimeZone>(1)
+                    .expect("watermark");
+                let (list, now) = sources(&client, p.id);
+                let due = match &change {
+                    Change::Advance { source, to, .. } => list
+                        .iter()
+                        .find(|s| s.name == *source)
+                        .is_none_or(|s| to.into_inner() > s.watermark),
+                    _ => {
+                        let cur = current.map(|c| c.into_inner());
+                        clock::pipeline_watermark(cur, &list, now, p.idle_timeout)
+                            .is_some_and(|new| cur.is_none_or(|c| new > c))
+                    }
+                };
+                (current, due)
+            })
+        });
+        if !due {
+            continue;
+        }
+        let (fired, purged, after) = apply(&p, change);
+        if after != before {
+            rows.push((name, fired, purged, after));
+        }
+    }
+    TableIterator::new(rows)
 }
 
 #[pg_schema]

@@ -8,7 +8,7 @@
 //! never goes back: when a source returns behind it, or registers behind it, the pipeline waits
 //! for that source to catch up before it moves again.
 
-use super::time::Micros;
+use super::time::{add, is_finite, Micros};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceClock {
@@ -77,6 +77,16 @@ pub fn pipeline_watermark(
     match (current, active_minimum(sources, now, idle_timeout)) {
         (Some(c), Some(m)) => Some(c.max(m)),
         (c, m) => c.or(m),
+    }
+}
+
+/// Whether a watermark `to` is refused as too far ahead of processing time `now`: later than
+/// `now + max_ahead`. The infinities are never refused (`'infinity'` is the end of the input), and
+/// without a bound nothing is.
+pub fn too_far_ahead(to: Micros, now: Micros, max_ahead: Option<i64>) -> bool {
+    match max_ahead {
+        Some(ahead) if is_finite(to) => to > add(now, ahead),
+        _ => false,
     }
 }
 
@@ -183,5 +193,25 @@ mod tests {
         let s = src("a", 0, i64::MIN + 1, false);
         assert_eq!(s.idle(i64::MAX - 1, Some(i64::MAX)), Idle::TimedOut);
         assert_eq!(s.idle(i64::MIN + 1, Some(1)), Idle::Active);
+    }
+
+    #[test]
+    fn a_watermark_more_than_max_ahead_ahead_of_the_clock_is_refused() {
+        let now = 1000 * H;
+        let day = Some(24 * H);
+        assert!(!too_far_ahead(now, now, day));
+        assert!(
+            !too_far_ahead(now + 24 * H, now, day),
+            "exactly max_ahead ahead is allowed"
+        );
+        assert!(too_far_ahead(now + 24 * H + 1, now, day));
+        assert!(
+            !too_far_ahead(INFINITY, now, day),
+            "'infinity' ends the input"
+        );
+        assert!(!too_far_ahead(now + 1000 * H, now, None), "NULL: no bound");
+        assert!(too_far_ahead(now + 1, now, Some(0)));
+        // A bound past the end of the timestamp range saturates rather than wrapping.
+        assert!(!too_far_ahead(now + 1000 * H, now, Some(i64::MAX)));
     }
 }

@@ -85,6 +85,8 @@ pub struct PipelineDef {
     /// With a lag, each ingest statement advances the pipeline's `watermark_lag` source to the
     /// greatest event time it saw minus the lag, and fires what that makes due.
     pub watermark_lag: Option<i64>,
+    /// With a lag, event times later than `now()` plus this do not move the watermark.
+    pub max_ahead: Option<i64>,
 }
 
 /// A fixed duration as an interval literal with no day or month field, so that adding it to a
@@ -147,6 +149,20 @@ impl PipelineDef {
 
     fn late(&self) -> String {
         duration_literal(self.lateness)
+    }
+
+    /// The event time `et` as it may move the `watermark_lag` source: NULL when it is later than
+    /// `now()` plus `max_ahead` (a row from the future joins its window but moves no watermark).
+    fn lag_event_time(&self, et: &str) -> String {
+        match (self.watermark_lag, self.max_ahead) {
+            (Some(_), Some(ahead)) => {
+                format!(
+                    "CASE WHEN {et} <= pg_catalog.now() + {} THEN {et} END",
+                    duration_literal(ahead)
+                )
+            }
+            _ => et.to_string(),
+        }
     }
 
     fn key_names(&self, alias: Option<&str>) -> Vec<String> {
@@ -461,9 +477,12 @@ impl PipelineDef {
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
         let mut sql = self.ingest_prelude();
-        sql += "cls_n AS MATERIALIZED (\n\
-                   SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et, max(_et_landing) AS max_landing FROM cls\n\
-                 ),\n";
+        sql += &format!(
+            "cls_n AS MATERIALIZED (\n\
+                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing FROM cls\n\
+                 ),\n",
+            max_et = self.lag_event_time("_et_et"),
+        );
         if self.event_id.is_some() && ledger == Ledger::Fresh {
             // Every id must be new: a duplicate anywhere fails the statement with a unique
             // violation, and the trigger function then runs the statement that dedups.
@@ -687,7 +706,7 @@ impl PipelineDef {
         format!(
             "{stmt}\n\
              INTO v_ws, v_landing, v_w, v_kept, v_tid;\n\
-             n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {et};\n\
+             n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {max_et};\n\
              IF NOT v_kept THEN\n\
                n_duplicates := 1;\n\
              ELSIF v_landing = 1 THEN\n\
@@ -700,7 +719,7 @@ impl PipelineDef {
                {refused};\n\
              END IF;\n",
             stmt = self.ingest_one_statement(),
-            et = self.one_row_var(&self.event_time),
+            max_et = self.lag_event_time(&self.one_row_var(&self.event_time)),
             late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
             refused = self.refused_insert(
                 &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
@@ -909,6 +928,24 @@ impl PipelineDef {
         )
     }
 
+    /// The source columns the pipeline's statements name: event time, keys, event id and the
+    /// aggregates' arguments, each once.
+    pub fn used_columns(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = vec![self.event_time.as_str()];
+        let others = self
+            .keys
+            .iter()
+            .map(|k| k.name.as_str())
+            .chain(self.event_id.iter().map(|c| c.name.as_str()))
+            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()));
+        for c in others {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
     /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
     fn tables(&self) -> &'static [&'static str] {
         if self.event_id.is_some() {
@@ -989,6 +1026,7 @@ mod tests {
             },
             lateness: 86_400_000_000,
             watermark_lag: None,
+            max_ahead: Some(86_400_000_000),
             aggs: vec![
                 ResolvedAgg {
                     spec: AggSpec {

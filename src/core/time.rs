@@ -29,6 +29,25 @@ pub fn fixed_micros(months: i32, days: i32, micros: i64) -> Option<i64> {
         .checked_add(micros)
 }
 
+/// A fixed duration in words, in the largest unit that divides it exactly: "1 day", "36 hours",
+/// "90 seconds", "1500 microseconds".
+pub fn describe_duration(micros: i64) -> String {
+    const UNITS: [(i64, &str); 5] = [
+        (MICROS_PER_DAY, "day"),
+        (3_600_000_000, "hour"),
+        (60_000_000, "minute"),
+        (1_000_000, "second"),
+        (1, "microsecond"),
+    ];
+    let (size, unit) = UNITS
+        .iter()
+        .copied()
+        .find(|(size, _)| micros % size == 0)
+        .unwrap_or((1, "microsecond"));
+    let n = micros / size;
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
 /// `t + d`, saturating at the infinities (an infinite instant stays where it is).
 pub fn add(t: Micros, d: i64) -> Micros {
     if !is_finite(t) {
@@ -40,5 +59,19 @@ pub fn add(t: Micros, d: i64) -> Micros {
         Some(v) => v,
         None if d > 0 => INFINITY,
         None => NEG_INFINITY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_described_in_their_largest_exact_unit() {
+        assert_eq!(describe_duration(MICROS_PER_DAY), "1 day");
+        assert_eq!(describe_duration(36 * 3_600_000_000), "36 hours");
+        assert_eq!(describe_duration(90_000_000), "90 seconds");
+        assert_eq!(describe_duration(1_500), "1500 microseconds");
+        assert_eq!(describe_duration(0), "0 days");
     }
 }

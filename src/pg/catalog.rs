@@ -40,6 +40,13 @@ pub struct StoredDefinition {
     /// Processing time after which a source that has not advanced stops counting.
     #[serde(default)]
     pub idle_timeout_us: Option<i64>,
+    /// `eventtime.tick()` advances the source `clock` to `now()` minus this.
+    #[serde(default)]
+    pub clock_lag_us: Option<i64>,
+    /// No watermark may be later than `now()` plus this (`'infinity'` excepted); event times later
+    /// than that do not move the source `watermark_lag`.
+    #[serde(default)]
+    pub max_ahead_us: Option<i64>,
 }
 
 impl StoredDefinition {
@@ -72,6 +79,7 @@ impl StoredDefinition {
             lateness: self.lateness_us,
             aggs: self.aggregates.clone(),
             watermark_lag: self.watermark_lag_us,
+            max_ahead: self.max_ahead_us,
         }
     }
 }
@@ -84,6 +92,7 @@ pub struct Pipeline {
     pub source_exists: bool,
     pub source_oid: pg_sys::Oid,
     pub idle_timeout: Option<i64>,
+    pub clock_lag: Option<i64>,
     /// The role that owns the pipeline's objects, as whom its statements run.
     pub owner: pg_sys::Oid,
 }
@@ -162,6 +171,7 @@ pub fn load(name: &str) -> Pipeline {
         source_exists,
         source_oid,
         idle_timeout: stored.idle_timeout_us,
+        clock_lag: stored.clock_lag_us,
         owner,
     }
 }

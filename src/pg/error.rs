@@ -97,6 +97,12 @@ pub enum EtError {
     },
     /// 42501: any other missing privilege; the hint names the grant.
     PermissionDenied { message: String, hint: String },
+    /// 2BP01: a change to the source table that would break a pipeline using the column.
+    ColumnInUse {
+        table: String,
+        column: String,
+        pipeline: String,
+    },
     /// 55000: an internal function called outside the place it is made for.
     WrongContext { message: String },
 }
@@ -129,6 +135,7 @@ impl EtError {
                 ERRCODE_INSUFFICIENT_PRIVILEGE
             }
             WrongContext { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ColumnInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
         }
     }
 
@@ -222,6 +229,13 @@ impl EtError {
             } => format!("must be owner of pipeline \"{pipeline}\" to {action}"),
             PermissionDenied { message, .. } => message.clone(),
             WrongContext { message } => message.clone(),
+            ColumnInUse {
+                table,
+                column,
+                pipeline,
+            } => {
+                format!("cannot rename column \"{column}\" of relation {table}: pipeline \"{pipeline}\" uses it")
+            }
         }
     }
 
@@ -246,6 +260,10 @@ impl EtError {
             ReadOnly { .. } => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
             ReservedColumn { detail, .. } => Some(detail.clone()),
             NotGroupable { .. } => Some("Keys and event ids are grouped and deduplicated with a btree ordering; json and similar types have none.".into()),
+            ColumnInUse { .. } => Some(
+                "The pipeline's ingest statement names the column; under another name, every insert into the table would fail. Nothing was changed."
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -287,6 +305,10 @@ impl EtError {
                 "Pipeline \"{pipeline}\" belongs to role {owner}, the owner of its source table: run this as that role, or as a role that inherits its privileges."
             )),
             PermissionDenied { hint, .. } => Some(hint.clone()),
+            ColumnInUse { pipeline, .. } => Some(format!(
+                "Keep the name, or drop the pipeline with eventtime.drop_pipeline('{}'), rename the column and create the pipeline again.",
+                pipeline.replace('\'', "''")
+            )),
             _ => None,
         }
     }

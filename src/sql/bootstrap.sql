@@ -21,6 +21,10 @@ CREATE TABLE _eventtime.pipeline (
     allowed_lateness interval NOT NULL,
     watermark_lag    interval,
     idle_timeout     interval,
+    -- tick() moves the source 'clock' to now() - clock_lag (NULL: no clock).
+    clock_lag        interval,
+    -- A watermark later than now() + max_ahead is refused (NULL: no bound).
+    max_ahead        interval,
     aggregates       text NOT NULL,
     definition       jsonb NOT NULL,
     -- The owner of the source table when the pipeline was created: every object of the pipeline
@@ -35,7 +39,8 @@ COMMENT ON TABLE _eventtime.pipeline IS
 -- The watermark of each source of a pipeline. The pipeline watermark (in _eventtime.pipeline) is
 -- the minimum over the sources that are not idle, and never goes back. A source is registered by
 -- its first advance; 'default' is the source of the two-argument advance_watermark, and
--- 'watermark_lag' the one ingest statements advance when the pipeline has a watermark_lag.
+-- 'watermark_lag' the one ingest statements advance when the pipeline has a watermark_lag, and
+-- 'clock' the one eventtime.tick() advances when it has a clock_lag.
 -- Rows go with their pipeline (drop_pipeline deletes them); there is no foreign key, so that
 -- pg_dump may restore the catalog tables in any order.
 CREATE TABLE _eventtime.source (

@@ -28,8 +28,11 @@ SELECT p.name,
        p.allowed_lateness,
        p.watermark_lag,
        p.idle_timeout,
+       p.clock_lag,
+       p.max_ahead,
        p.aggregates,
        p.watermark,
+       pg_catalog.to_regclass('_eventtime.p' || p.id || '_history') AS history_table,
        c.open_windows,
        c.state_rows,
        c.firings,
@@ -46,7 +49,7 @@ GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval) IS
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval) IS
   'Creates a tumbling event-time pipeline on a source table: triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
@@ -79,3 +82,20 @@ AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
 
 COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
   'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, and the sources the watermark waits for.';
+
+COMMENT ON FUNCTION eventtime.tick() IS
+  'What processing time moves, for every pipeline the caller may manage: advances the source "clock" of pipelines with a clock_lag to now() - clock_lag, applies idle timeouts, fires and purges what is due; one row per pipeline whose watermark moved. Schedule it with pg_cron.';
+
+-- Renaming a column a pipeline uses would make every insert into its source table fail: the
+-- ALTER TABLE is refused (see _eventtime.check_columns).
+CREATE FUNCTION _eventtime.on_alter_table() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM _eventtime.check_columns(pg_catalog.array_agg(c.objid))
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+    WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
+END
+$$;
+CREATE EVENT TRIGGER eventtime_alter_table ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION _eventtime.on_alter_table();

@@ -4,7 +4,8 @@
 Usage: PGHOST=... PGPORT=... PGUSER=... tests/readme/check.py DBNAME [README]
 
 Every fenced block whose info string is exactly `sql` is runnable; blocks fenced as
-`sql signature` are function signatures and are skipped. The database DBNAME is dropped (if it
+`sql signature` are function signatures and are skipped, and so are blocks fenced as
+`sql pg_cron`, which need pg_cron preloaded: the faults tier's pg_cron test runs those. The database DBNAME is dropped (if it
 exists) and created; then all runnable blocks run, in document order, in one psql session, one
 statement at a time with an \\echo marker before each, so that the output can be split per
 statement. Lines `--  ...` right after a statement are the output it shows: psql's aligned
@@ -84,10 +85,15 @@ def sql_blocks(path):
             runnable.append(Block(start, body))
         elif info == "sql signature":
             signatures += 1
+        elif info == "sql pg_cron":
+            # Needs pg_cron preloaded: run by the faults tier's pg_cron test, which reads it from
+            # the README.
+            signatures += 1
         elif words and words[0].lower() == "sql":
             # A near miss (```SQL, ```sql foo) would silently escape the check.
             raise ReadmeError(f"{path.name}:{start}: unknown info string {info!r} "
-                              "(runnable blocks are ```sql, signatures ```sql signature)")
+                              "(runnable blocks are ```sql, signatures ```sql signature, "
+                              "blocks for pg_cron ```sql pg_cron)")
     return runnable, signatures
 
 
@@ -323,7 +329,7 @@ def main():
     if stderr.strip():
         print(stderr.rstrip(), file=sys.stderr)
     print(f"checked {len(blocks)} blocks, {len(stmts)} statements, {shown} shown outputs "
-          f"({signatures} signature blocks skipped)")
+          f"({signatures} signature and pg_cron blocks skipped)")
     if failures:
         print(f"{failures} of {shown} shown outputs differ", file=sys.stderr)
         return 1
