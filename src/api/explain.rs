@@ -36,6 +36,9 @@ type Row = (
 mod _eventtime {
     use super::*;
 
+    // pgrx reads the column names from the `name!` types of the signature, so they cannot go into
+    // a type alias.
+    #[allow(clippy::type_complexity)]
     #[pg_extern(stable, parallel_safe)]
     #[search_path(pg_catalog, pg_temp)]
     fn explain(

@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use crate::core::ident::quote_ident;
 use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::time;
-use crate::core::window::{AssignError, WindowSpec};
+use crate::core::window::WindowSpec;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, EtError};
 use crate::pg::jsonb::RawJsonb;
@@ -37,35 +37,39 @@ thread_local! {
 mod _eventtime {
     use super::*;
 
-    /// The start of the tumbling window holding `event_time`. Raises the pipeline's error for a
-    /// NULL or infinite event time, which fails the whole ingest statement.
+    /// The start of the tumbling window holding `event_time`, or NULL when it has none (a NULL or
+    /// infinite event time, or one whose window is outside the timestamp range). The ingest
+    /// statements write nothing for such a row, and the trigger function then raises
+    /// [`raise_event_time_error`], which undoes the whole statement.
     #[pg_extern(immutable, parallel_safe)]
     fn tumble_start(
         event_time: Option<TimestampWithTimeZone>,
         size_us: i64,
         origin_us: i64,
-        pipeline_id: i32,
-    ) -> TimestampWithTimeZone {
+    ) -> Option<TimestampWithTimeZone> {
+        let micros: i64 = event_time?.into_inner();
+        let w = WindowSpec::tumbling_window(size_us, origin_us, micros).ok()?;
+        Some(TimestampWithTimeZone::try_from(w.start).expect("window start is a valid timestamptz"))
+    }
+
+    /// The error of a row whose event time has no window: NULL, infinite, or with a window outside
+    /// the timestamp range. Raised by a pipeline's trigger function after its ingest statement
+    /// found such a row, so that the error's context is the trigger function, not the statement.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn raise_event_time_error(pipeline_id: i32, event_time: Option<TimestampWithTimeZone>) {
+        let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
         let Some(e) = event_time else {
-            let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
             EtError::NullEventTime { pipeline, column }.raise()
         };
         let micros: i64 = e.into_inner();
-        match WindowSpec::tumbling_window(size_us, origin_us, micros) {
-            // SAFETY of the unchecked constructor is not needed: the start is inside the range.
-            Ok(w) => TimestampWithTimeZone::try_from(w.start)
-                .expect("window start is a valid timestamptz"),
-            Err(err) => {
-                let (pipeline, column) = catalog::name_and_event_time(pipeline_id);
-                EtError::EventTimeOutOfRange {
-                    pipeline,
-                    column,
-                    value: e.to_string(),
-                    infinite: err == AssignError::Infinite || !time::is_finite(micros),
-                }
-                .raise()
-            }
+        EtError::EventTimeOutOfRange {
+            pipeline,
+            column,
+            value: e.to_string(),
+            infinite: !time::is_finite(micros),
         }
+        .raise()
     }
 
     /// Called by a pipeline's trigger function once per statement while `eventtime.ingest` runs

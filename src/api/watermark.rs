@@ -14,6 +14,7 @@
 //! 2. The pipeline's catalog row, `FOR UPDATE`. Ingest reads the watermark `FOR SHARE`, so a
 //!    statement whose snapshot predates a committed advance still classifies against the new
 //!    watermark. The row also serializes every change to the pipeline's sources.
+//!
 //! After the locks every statement takes a fresh snapshot (READ COMMITTED), so it sees every
 //! ingest transaction that committed while the advance waited: no committed row can be missed by
 //! the firing of its window.
@@ -422,7 +423,7 @@ fn tick() -> TableIterator<
                     .first()
                     .get::<TimestampWithTimeZone>(1)
                     .expect("watermark");
-                let (list, now) = sources(&client, p.id);
+                let (list, now) = sources(client, p.id);
                 let due = match &change {
                     Change::Advance { source, to, .. } => list
                         .iter()
@@ -487,6 +488,9 @@ mod _eventtime {
 
     /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why), and
     /// whether the pipeline watermark waits for it.
+    // pgrx reads the column names from the `name!` types of the signature, so they cannot go into
+    // a type alias.
+    #[allow(clippy::type_complexity)]
     #[pg_extern(stable, parallel_safe)]
     #[search_path(pg_catalog, pg_temp)]
     fn source_status() -> TableIterator<
@@ -520,7 +524,7 @@ mod _eventtime {
         let mut rows = Vec::new();
         for (id, name) in ids {
             let p = catalog::load(&name);
-            let (list, now) = as_catalog_owner(|| Spi::connect(|client| sources(&client, id)));
+            let (list, now) = as_catalog_owner(|| Spi::connect(|client| sources(client, id)));
             let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout)
                 .iter()
                 .map(|s| s.name.clone())

@@ -49,6 +49,10 @@ const FN_LABEL: &str = "pg_eventtime";
 /// the ledger insert without dedup first (see [`PipelineDef::create_trigger_function`]).
 pub const FRESH_BULK_ROWS: i64 = 1000;
 
+/// The landing the ingest statements give a row whose event time has no window (NULL, infinite,
+/// or out of range); see [`PipelineDef::landing_case`].
+const NO_WINDOW: i32 = 4;
+
 /// How an ingest statement of several rows writes the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ledger {
@@ -366,20 +370,22 @@ impl PipelineDef {
         )
     }
 
-    /// The landing of a row whose window starts at `ws`, against `wm`: 1 open, 2 late, 3 refused.
+    /// The landing of a row whose window starts at `ws`, against `wm`: 1 open, 2 late, 3 refused,
+    /// and [`NO_WINDOW`] for a row whose event time has no window (NULL, infinite, or out of
+    /// range): nothing is written for it, and the trigger function raises its error after the
+    /// statement, which undoes the whole `INSERT`.
     fn landing_case(ws: &str) -> String {
-        format!("CASE WHEN {ws} > wm.t_open THEN 1 WHEN {ws} > wm.t_late THEN 2 ELSE 3 END")
+        format!(
+            "CASE WHEN {ws} IS NULL THEN {NO_WINDOW} WHEN {ws} > wm.t_open THEN 1 WHEN {ws} > wm.t_late THEN 2 ELSE 3 END"
+        )
     }
 
-    /// The start of the window of event time `et`; raises the error of a NULL or infinite one.
+    /// The start of the window of event time `et`; NULL when it has none.
     fn window_start_of(&self, et: &str) -> String {
         let (size_us, origin_us) = match self.window {
             WindowSpec::Tumbling { size, origin } => (size, origin),
         };
-        format!(
-            "{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us}, {})",
-            self.id
-        )
+        format!("{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us})")
     }
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
@@ -479,7 +485,10 @@ impl PipelineDef {
         let mut sql = self.ingest_prelude();
         sql += &format!(
             "cls_n AS MATERIALIZED (\n\
-                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing FROM cls\n\
+                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
+                          count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
+                          (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
+                   FROM cls\n\
                  ),\n",
             max_et = self.lag_event_time("_et_et"),
         );
@@ -489,7 +498,7 @@ impl PipelineDef {
             sql += &format!(
                 "fresh AS (\n\
                    INSERT INTO {ids} (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL ORDER BY {ws}, {k}_et_eid\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
                  ),\n\
                  kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
                 ids = self.table("ids"),
@@ -511,7 +520,7 @@ impl PipelineDef {
             sql += &format!(
                 "fresh AS (\n\
                    INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL ORDER BY {ws}, {k}_et_eid\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
                    ON CONFLICT DO NOTHING\n\
                    RETURNING i.window_start, {ki}i.event_id\n\
                  ),\n\
@@ -582,7 +591,8 @@ impl PipelineDef {
                       (SELECT count(*) FROM refused) AS refused\n\
                FROM batch\n\
              )\n\
-             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n) FROM counts"
+             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),\n\
+                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts"
         );
         sql
     }
@@ -671,7 +681,7 @@ impl PipelineDef {
                 sql += &format!(
                     "fresh AS (\n\
                        INSERT INTO {ids} (window_start, {k}event_id)\n\
-                       SELECT c.{ws}, {vk}{v} FROM c WHERE {v} IS NOT NULL\n\
+                       SELECT c.{ws}, {vk}{v} FROM c WHERE {v} IS NOT NULL AND c._et_landing < {NO_WINDOW}\n\
                        ON CONFLICT DO NOTHING\n\
                        RETURNING 1\n\
                      ),\n",
@@ -707,7 +717,10 @@ impl PipelineDef {
             "{stmt}\n\
              INTO v_ws, v_landing, v_w, v_kept, v_tid;\n\
              n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {max_et};\n\
-             IF NOT v_kept THEN\n\
+             IF v_landing = {NO_WINDOW} THEN\n\
+               n_bad := 1;\n\
+               v_bad := {et};\n\
+             ELSIF NOT v_kept THEN\n\
                n_duplicates := 1;\n\
              ELSIF v_landing = 1 THEN\n\
                n_accepted := 1;\n\
@@ -720,6 +733,7 @@ impl PipelineDef {
              END IF;\n",
             stmt = self.ingest_one_statement(),
             max_et = self.lag_event_time(&self.one_row_var(&self.event_time)),
+            et = self.one_row_var(&self.event_time),
             late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
             refused = self.refused_insert(
                 &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
@@ -740,7 +754,7 @@ impl PipelineDef {
     /// back and the statement that dedups runs instead.
     fn bulk_block(&self) -> String {
         let stmt = format!(
-            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n",
+            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n",
             self.ingest_statement()
         );
         let Some(_) = &self.event_id else {
@@ -756,7 +770,7 @@ impl PipelineDef {
              ) ELSE false END) THEN\n\
                BEGIN\n\
              {fresh}\n\
-               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time;\n\
+               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n\
                v_done := true;\n\
                EXCEPTION WHEN unique_violation THEN\n\
                  v_done := false;\n\
@@ -817,7 +831,7 @@ impl PipelineDef {
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
                v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
-               v_restricted boolean;\n\
+               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;\n\
              BEGIN\n\
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
@@ -826,6 +840,9 @@ impl PipelineDef {
              IF v_row.n = 1 THEN\n\
              {one}\
              {bulk}\
+             END IF;\n\
+             IF n_bad > 0 THEN\n\
+               PERFORM {INTERNAL_SCHEMA}.raise_event_time_error({id}, {FN_LABEL}.v_bad);\n\
              END IF;\n\
              IF n_duplicates > 0 THEN\n\
                INSERT INTO {INTERNAL_SCHEMA}.duplicate_counts (pipeline_id, duplicates) VALUES ({id}, n_duplicates);\n\

@@ -2,8 +2,7 @@
 //! and a DETAIL or HINT where one helps. Raised with [`EtError::raise`], which never returns.
 
 use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::prelude::*;
-use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 #[derive(Debug, Clone)]
 pub enum EtError {
@@ -314,14 +313,7 @@ impl EtError {
     }
 
     /// Raises the error in PostgreSQL. The statement fails and nothing of it is applied.
-    #[track_caller]
     pub fn raise(self) -> ! {
-        if matches!(
-            self,
-            EtError::NullEventTime { .. } | EtError::EventTimeOutOfRange { .. }
-        ) {
-            hide_ingest_statement_context();
-        }
         let mut report = ErrorReport::new(self.sqlstate(), self.message(), "pg_eventtime");
         if let Some(d) = self.detail() {
             report = report.set_detail(d);
@@ -339,71 +331,5 @@ pub fn invalid(message: impl Into<String>, hint: Option<&str>) -> EtError {
         message: message.into(),
         detail: None,
         hint: hint.map(String::from),
-    }
-}
-
-/// The marker the generated ingest statement starts with (see `core::sqlgen`).
-pub const INGEST_MARKER: &str = "WITH /* pg_eventtime ingest */";
-
-/// Row errors are raised inside the generated ingest statement, and SPI would add that whole
-/// statement (a hundred lines of SQL the user never wrote) as CONTEXT. This unlinks that one
-/// context frame; the frame of the trigger function below it still says where the error came from.
-///
-/// SPI's context callback is private to PostgreSQL, so its address is learned by running one SPI
-/// statement that looks at the top of the context stack (`spi_context_callback`). A frame is
-/// only read as SPI's (`{ const char *query; ... }`) once its callback is known to be SPI's.
-fn hide_ingest_statement_context() {
-    let spi_callback = Spi::get_one::<i64>("SELECT _eventtime.spi_context_callback()")
-        .ok()
-        .flatten()
-        .unwrap_or(0);
-    if spi_callback == 0 {
-        return;
-    }
-    let marker = INGEST_MARKER.as_bytes();
-    // SAFETY: the context stack is a list of live frames on this backend's C stack. A frame's arg
-    // is dereferenced only when its callback is SPI's, whose arg starts with the query text
-    // pointer; the text is compared byte by byte, stopping at the first difference or at NUL.
-    // Frames above the removed one are discarded by the error's longjmp, so relinking them leaves
-    // nothing dangling.
-    unsafe {
-        let mut link: *mut *mut pg_sys::ErrorContextCallback =
-            std::ptr::addr_of_mut!(pg_sys::error_context_stack);
-        for _ in 0..8 {
-            let frame = *link;
-            if frame.is_null() {
-                return;
-            }
-            let cb = (*frame).callback.map(|f| f as usize as i64).unwrap_or(0);
-            if cb == spi_callback && !(*frame).arg.is_null() {
-                let query = *((*frame).arg as *const *const u8);
-                if !query.is_null() && marker.iter().enumerate().all(|(i, &m)| *query.add(i) == m) {
-                    *link = (*frame).previous;
-                    return;
-                }
-            }
-            link = std::ptr::addr_of_mut!((*frame).previous);
-        }
-    }
-}
-
-#[pg_schema]
-mod _eventtime {
-    use pgrx::prelude::*;
-
-    /// The address of the context callback on top of the stack: called through SPI, that is
-    /// SPI's own callback. Used only by the error path above.
-    #[pg_extern(volatile, parallel_unsafe)]
-    fn spi_context_callback() -> i64 {
-        // SAFETY: reads the top frame of this backend's context stack, which is live while this
-        // function runs.
-        unsafe {
-            let top = pgrx::pg_sys::error_context_stack;
-            if top.is_null() {
-                0
-            } else {
-                (*top).callback.map(|f| f as usize as i64).unwrap_or(0)
-            }
-        }
     }
 }
