@@ -50,10 +50,16 @@ impl Opts {
     }
 }
 
-const USAGE: &str = "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e] [--async-commit]";
+const USAGE: &str =
+    "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e] [--async-commit]";
 
 fn parse_args() -> Res<Opts> {
-    let mut o = Opts { smoke: false, async_commit: false, runs: 3, only: Vec::new() };
+    let mut o = Opts {
+        smoke: false,
+        async_commit: false,
+        runs: 3,
+        only: Vec::new(),
+    };
     let mut runs_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -62,18 +68,24 @@ fn parse_args() -> Res<Opts> {
             "--async-commit" => o.async_commit = true,
             "--runs" => {
                 let v = args.next().ok_or("--runs needs a number")?;
-                o.runs = v.parse().map_err(|_| format!("--runs: not a number: {v}"))?;
+                o.runs = v
+                    .parse()
+                    .map_err(|_| format!("--runs: not a number: {v}"))?;
                 if o.runs == 0 {
                     return Err("--runs must be at least 1".into());
                 }
                 runs_given = true;
             }
             "--only" => {
-                let v = args.next().ok_or("--only needs a list of workloads (a,b,c,d,e)")?;
+                let v = args
+                    .next()
+                    .ok_or("--only needs a list of workloads (a,b,c,d,e)")?;
                 for w in v.split(',').map(str::trim).filter(|w| !w.is_empty()) {
                     match w {
                         "a" | "b" | "c" | "d" | "e" => o.only.push(w.chars().next().unwrap()),
-                        _ => return Err(format!("--only: unknown workload {w:?} (a, b, c, d or e)")),
+                        _ => {
+                            return Err(format!("--only: unknown workload {w:?} (a, b, c, d or e)"))
+                        }
                     }
                 }
             }
@@ -183,7 +195,13 @@ impl Ev {
     }
     fn at(&self) -> String {
         let s = self.secs;
-        format!("2026-01-{:02} {:02}:{:02}:{:02}+00", self.day, s / 3600, s / 60 % 60, s % 60)
+        format!(
+            "2026-01-{:02} {:02}:{:02}:{:02}+00",
+            self.day,
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
     }
 }
 
@@ -211,9 +229,14 @@ fn copy_text(evs: &[Ev]) -> Vec<u8> {
 
 /// One multi-row INSERT.
 fn insert_sql(evs: &[Ev]) -> String {
-    let rows: Vec<String> =
-        evs.iter().map(|e| format!("({}, {}, {}, '{}')", e.id, e.k, e.amount(), e.at())).collect();
-    format!("INSERT INTO ev (id, k, amount, at) VALUES {}", rows.join(", "))
+    let rows: Vec<String> = evs
+        .iter()
+        .map(|e| format!("({}, {}, {}, '{}')", e.id, e.k, e.amount(), e.at()))
+        .collect();
+    format!(
+        "INSERT INTO ev (id, k, amount, at) VALUES {}",
+        rows.join(", ")
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,7 +245,12 @@ fn insert_sql(evs: &[Ev]) -> String {
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => {
-            let mut s = format!("{}: {} (SQLSTATE {})", d.severity(), d.message(), d.code().code());
+            let mut s = format!(
+                "{}: {} (SQLSTATE {})",
+                d.severity(),
+                d.message(),
+                d.code().code()
+            );
             if let Some(x) = d.detail() {
                 s += &format!("\nDETAIL: {x}");
             }
@@ -252,7 +280,10 @@ fn short(sql: &str) -> String {
 
 fn connect(dbname: &str) -> Res<Client> {
     let host = std::env::var("PGHOST").unwrap_or_else(|_| "127.0.0.1".into());
-    let port: u16 = std::env::var("PGPORT").ok().and_then(|p| p.parse().ok()).unwrap_or(5432);
+    let port: u16 = std::env::var("PGPORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(5432);
     let user = std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into());
     let mut c = postgres::Config::new()
         .host(&host)
@@ -260,26 +291,40 @@ fn connect(dbname: &str) -> Res<Client> {
         .user(&user)
         .dbname(dbname)
         .connect(NoTls)
-        .map_err(|e| format!("cannot connect to {host}:{port} as {user}, database {dbname}: {}", describe(&e)))?;
-    exec(&mut c, "SET TimeZone = 'UTC'; SET client_min_messages = warning")?;
+        .map_err(|e| {
+            format!(
+                "cannot connect to {host}:{port} as {user}, database {dbname}: {}",
+                describe(&e)
+            )
+        })?;
+    exec(
+        &mut c,
+        "SET TimeZone = 'UTC'; SET client_min_messages = warning",
+    )?;
     Ok(c)
 }
 
 fn exec(c: &mut Client, sql: &str) -> Res<()> {
-    c.batch_execute(sql).map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))
+    c.batch_execute(sql)
+        .map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))
 }
 
 /// The first column of the only row, as bigint.
 fn scalar(c: &mut Client, sql: &str) -> Res<i64> {
-    let row = c.query_one(sql, &[]).map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))?;
+    let row = c
+        .query_one(sql, &[])
+        .map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))?;
     row.try_get::<_, Option<i64>>(0)
         .map_err(|e| format!("{e}\nin: {}", short(sql)))?
         .ok_or_else(|| format!("NULL from: {}", short(sql)))
 }
 
 fn text(c: &mut Client, sql: &str) -> Res<String> {
-    let row = c.query_one(sql, &[]).map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))?;
-    row.try_get::<_, String>(0).map_err(|e| format!("{e}\nin: {}", short(sql)))
+    let row = c
+        .query_one(sql, &[])
+        .map_err(|e| format!("{}\nin: {}", describe(&e), short(sql)))?;
+    row.try_get::<_, String>(0)
+        .map_err(|e| format!("{e}\nin: {}", short(sql)))
 }
 
 fn copy_in(c: &mut Client, data: &[u8]) -> Res<()> {
@@ -303,7 +348,8 @@ fn reset(c: &mut Client, pipeline: bool) -> Res<()> {
         .map(|r| r.get(0))
         .collect();
     for n in names {
-        c.execute("SELECT eventtime.drop_pipeline($1)", &[&n]).map_err(|e| describe(&e))?;
+        c.execute("SELECT eventtime.drop_pipeline($1)", &[&n])
+            .map_err(|e| describe(&e))?;
     }
     exec(
         c,
@@ -418,11 +464,17 @@ fn reset_side(c: &mut Client, side: Side) -> Res<()> {
 }
 
 fn state_rows(c: &mut Client) -> Res<i64> {
-    scalar(c, "SELECT state_rows::bigint FROM eventtime.pipelines WHERE name = 'bench'")
+    scalar(
+        c,
+        "SELECT state_rows::bigint FROM eventtime.pipelines WHERE name = 'bench'",
+    )
 }
 
 fn advance(c: &mut Client, to: &str) -> Res<i64> {
-    scalar(c, &format!("SELECT windows_fired::bigint FROM eventtime.advance_watermark('bench', '{to}')"))
+    scalar(
+        c,
+        &format!("SELECT windows_fired::bigint FROM eventtime.advance_watermark('bench', '{to}')"),
+    )
 }
 
 fn timed(f: impl FnOnce() -> Res<()>) -> Res<Duration> {
@@ -513,7 +565,12 @@ impl Side {
 
 /// [`turns`] over the sides of a workload with a floor. The pipeline side goes last in a round, so
 /// that its data is still there after the last round.
-fn rounds(label: &str, sides: &[Side], runs: usize, once: impl FnMut(Side) -> Res<Duration>) -> Res<Vec<Duration>> {
+fn rounds(
+    label: &str,
+    sides: &[Side],
+    runs: usize,
+    once: impl FnMut(Side) -> Res<Duration>,
+) -> Res<Vec<Duration>> {
     let named: Vec<(Side, &str)> = sides.iter().map(|s| (*s, s.name())).collect();
     turns(label, &named, runs, once)
 }
@@ -528,13 +585,21 @@ struct Fingerprints {
 
 impl Fingerprints {
     fn new() -> Fingerprints {
-        Fingerprints { pipeline: None, floor: Vec::new() }
+        Fingerprints {
+            pipeline: None,
+            floor: Vec::new(),
+        }
     }
 
     fn note(&mut self, c: &mut Client, side: Side) -> Res<()> {
         let (state, acc, history, ids) = match side {
             Side::Plain => return Ok(()),
-            Side::Pipeline => (state_table(c)?, "_et_n, _et_a0, _et_a1", "bench_history", ledger_table(c)?),
+            Side::Pipeline => (
+                state_table(c)?,
+                "_et_n, _et_a0, _et_a1",
+                "bench_history",
+                ledger_table(c)?,
+            ),
             Side::Floor => ("f_state".into(), "n, a0, a1", "f_history", "f_ids".into()),
             Side::FloorArrays | Side::FloorTrigger => (
                 "f_state".into(),
@@ -564,7 +629,9 @@ impl Fingerprints {
     }
 
     fn check(&self, label: &str) -> Res<()> {
-        let Some(p) = &self.pipeline else { return Ok(()) };
+        let Some(p) = &self.pipeline else {
+            return Ok(());
+        };
         for (side, f) in &self.floor {
             if f != p {
                 return Err(format!(
@@ -591,7 +658,8 @@ impl Row {
         self.with.as_secs_f64() / self.without.as_secs_f64().max(1e-9)
     }
     fn floor_ratio(&self) -> Option<f64> {
-        self.floor.map(|f| f.as_secs_f64() / self.without.as_secs_f64().max(1e-9))
+        self.floor
+            .map(|f| f.as_secs_f64() / self.without.as_secs_f64().max(1e-9))
     }
 }
 
@@ -617,8 +685,18 @@ fn num(n: usize) -> String {
 /// ids into the ledger (a plain insert in index order: every id is new) or, for
 /// [`Side::FloorArrays`], one array per key and window, and the groups into the state.
 /// [`Side::FloorTrigger`] makes the arrays and the state in a trigger on the source table.
-fn workload_a(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<(Row, Duration, Duration)> {
-    println!("(a) COPY of {} events ({} keys, {} daily windows)", num(s.a_events), num(s.a_keys as usize), s.a_days);
+fn workload_a(
+    c: &mut Client,
+    opts: &Opts,
+    data: &[u8],
+    s: &Sizes,
+) -> Res<(Row, Duration, Duration)> {
+    println!(
+        "(a) COPY of {} events ({} keys, {} daily windows)",
+        num(s.a_events),
+        num(s.a_keys as usize),
+        s.a_days
+    );
     let floor_ids = format!(
         "WITH c AS MATERIALIZED (SELECT id, k, amount, {FLOOR_WINDOW} AS ws FROM ev), \
          i AS (INSERT INTO f_ids (window_start, k, event_id) SELECT ws, k, id FROM c ORDER BY 1, 2, 3) \
@@ -632,7 +710,13 @@ fn workload_a(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<(Row, 
          INSERT INTO f_state (k, window_start, window_end, n, a0, a1) SELECT k, ws, ws + interval '1 day', n, n, total FROM g"
     );
     let mut fps = Fingerprints::new();
-    let sides = [Side::Plain, Side::Floor, Side::FloorArrays, Side::FloorTrigger, Side::Pipeline];
+    let sides = [
+        Side::Plain,
+        Side::Floor,
+        Side::FloorArrays,
+        Side::FloorTrigger,
+        Side::Pipeline,
+    ];
     let t = rounds("(a)", &sides, opts.runs, |side| {
         reset_side(c, side)?;
         settle(c)?;
@@ -641,7 +725,14 @@ fn workload_a(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<(Row, 
             Side::Floor | Side::FloorArrays => {
                 exec(c, "BEGIN")?;
                 copy_in(c, data)?;
-                exec(c, if side == Side::Floor { &floor_ids } else { &floor_arrays })?;
+                exec(
+                    c,
+                    if side == Side::Floor {
+                        &floor_ids
+                    } else {
+                        &floor_arrays
+                    },
+                )?;
                 exec(c, "COMMIT")
             }
         })?;
@@ -682,7 +773,14 @@ fn state_check(c: &mut Client, data: &[u8], loaded: bool) -> Res<StateReport> {
     let advance_time = t.elapsed();
     let after_state = state_rows(c)?;
     let after_ledger = scalar(c, &format!("SELECT count(*) FROM {ledger}"))?;
-    Ok(StateReport { open_state, open_ledger, after_state, after_ledger, fired, advance: advance_time })
+    Ok(StateReport {
+        open_state,
+        open_ledger,
+        after_state,
+        after_ledger,
+        fired,
+        advance: advance_time,
+    })
 }
 
 /// (b) single-row INSERT statements, autocommit, one prepared statement.
@@ -706,25 +804,31 @@ fn workload_b(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
          INSERT INTO ev (id, k, amount, at) SELECT id, k, amount, at FROM v"
     );
     let mut fps = Fingerprints::new();
-    let t = rounds("(b)", &[Side::Plain, Side::Floor, Side::Pipeline], opts.runs, |side| {
-        reset_side(c, side)?;
-        settle(c)?;
-        let st = c
+    let t = rounds(
+        "(b)",
+        &[Side::Plain, Side::Floor, Side::Pipeline],
+        opts.runs,
+        |side| {
+            reset_side(c, side)?;
+            settle(c)?;
+            let st = c
             .prepare(if side == Side::Floor {
                 &floor
             } else {
                 "INSERT INTO ev (id, k, amount, at) VALUES ($1, $2, $3::text::numeric, $4::text::timestamptz)"
             })
             .map_err(|e| describe(&e))?;
-        let d = timed(|| {
-            for (id, k, amount, at) in &rows {
-                c.execute(&st, &[id, k, amount, at]).map_err(|e| describe(&e))?;
-            }
-            Ok(())
-        })?;
-        fps.note(c, side)?;
-        Ok(d)
-    })?;
+            let d = timed(|| {
+                for (id, k, amount, at) in &rows {
+                    c.execute(&st, &[id, k, amount, at])
+                        .map_err(|e| describe(&e))?;
+                }
+                Ok(())
+            })?;
+            fps.note(c, side)?;
+            Ok(d)
+        },
+    )?;
     fps.check("(b)")?;
     Ok(Row {
         workload: format!("(b) {} single-row `INSERT`s", num(s.b_inserts)),
@@ -739,7 +843,11 @@ fn workload_b(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
 /// beforehand) against one INSERT ... SELECT computing the same N windows into a plain table.
 fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
     let n = s.c_windows;
-    println!("(c) advance_watermark firing {} windows vs INSERT ... SELECT of {} rows", num(n), num(n));
+    println!(
+        "(c) advance_watermark firing {} windows vs INSERT ... SELECT of {} rows",
+        num(n),
+        num(n)
+    );
     let mut rng = Rng(0xC);
     let evs: Vec<Ev> = (0..n)
         .map(|i| Ev {
@@ -787,7 +895,10 @@ fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
         Ok(d)
     })?;
     Ok(Row {
-        workload: format!("(c) `advance_watermark` firing {} windows vs one `INSERT ... SELECT`", num(n)),
+        workload: format!(
+            "(c) `advance_watermark` firing {} windows vs one `INSERT ... SELECT`",
+            num(n)
+        ),
         with,
         without,
         target: 2.0,
@@ -822,11 +933,23 @@ fn workload_d(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Row, LateInfo)> {
     // Before the timed load: one row per key on 1 January; the pipeline side then advances the
     // watermark to 2 January 12:00, so 1 January has fired (version 1) and is within its grace.
     let pre: Vec<Ev> = (0..keys)
-        .map(|k| Ev { id: k as i64 + 1, k: k as i32, cents: rng.below(100_000), day: 1, secs: rng.below(86_400) as u32 })
+        .map(|k| Ev {
+            id: k as i64 + 1,
+            k: k as i32,
+            cents: rng.below(100_000),
+            day: 1,
+            secs: rng.below(86_400) as u32,
+        })
         .collect();
     let pre = copy_text(&pre);
     let mut uniq = events(&mut rng, on_time, keys as i64 + 1, keys, (2, 3));
-    uniq.extend(events(&mut rng, late_unique, (keys + on_time as u64) as i64 + 1, keys, (1, 1)));
+    uniq.extend(events(
+        &mut rng,
+        late_unique,
+        (keys + on_time as u64) as i64 + 1,
+        keys,
+        (1, 1),
+    ));
     rng.shuffle(&mut uniq);
     // Redeliveries: exact copies of late rows, sent 1 to 3,000 rows after the original.
     let mut late_pos: Vec<usize> = (0..uniq.len()).filter(|&i| uniq[i].day == 1).collect();
@@ -884,47 +1007,69 @@ fn workload_d(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Row, LateInfo)> {
            SELECT k, window_start, window_end, version, 'late', a0, a1, {w} FROM u WHERE window_end <= {w}) \
          INSERT INTO ev (id, k, amount, at) SELECT id, k, amount, at FROM v"
     );
-    let mut info = LateInfo { late_versions: 0, duplicates: 0, refused: 0, expected_duplicates: redelivered };
+    let mut info = LateInfo {
+        late_versions: 0,
+        duplicates: 0,
+        refused: 0,
+        expected_duplicates: redelivered,
+    };
     let mut fps = Fingerprints::new();
-    let t = rounds("(d)", &[Side::Plain, Side::Floor, Side::Pipeline], opts.runs, |side| {
-        reset_side(c, side)?;
-        copy_in(c, &pre)?;
-        match side {
-            Side::Pipeline => {
-                advance(c, "2026-01-02 12:00+00")?;
+    let t = rounds(
+        "(d)",
+        &[Side::Plain, Side::Floor, Side::Pipeline],
+        opts.runs,
+        |side| {
+            reset_side(c, side)?;
+            copy_in(c, &pre)?;
+            match side {
+                Side::Pipeline => {
+                    advance(c, "2026-01-02 12:00+00")?;
+                }
+                Side::Floor => exec(c, &floor_setup)?,
+                _ => {}
             }
-            Side::Floor => exec(c, &floor_setup)?,
-            _ => {}
-        }
-        settle(c)?;
-        let d = if side == Side::Floor {
-            let st = c.prepare(&floor).map_err(|e| describe(&e))?;
-            timed(|| {
-                for (ids, ks, amounts, ats) in &arrays {
-                    c.execute(&st, &[ids, ks, amounts, ats]).map_err(|e| describe(&e))?;
-                }
-                Ok(())
-            })?
-        } else {
-            timed(|| {
-                for st in &stmts {
-                    exec(c, st)?;
-                }
-                Ok(())
-            })?
-        };
-        if side == Side::Pipeline {
-            info.late_versions = scalar(c, "SELECT count(*) FROM bench_history WHERE kind = 'late'")?;
-            info.duplicates = scalar(c, "SELECT duplicates::bigint FROM eventtime.pipelines WHERE name = 'bench'")?;
-            info.refused = scalar(c, "SELECT refused::bigint FROM eventtime.pipelines WHERE name = 'bench'")?;
-        }
-        fps.note(c, side)?;
-        Ok(d)
-    })?;
+            settle(c)?;
+            let d = if side == Side::Floor {
+                let st = c.prepare(&floor).map_err(|e| describe(&e))?;
+                timed(|| {
+                    for (ids, ks, amounts, ats) in &arrays {
+                        c.execute(&st, &[ids, ks, amounts, ats])
+                            .map_err(|e| describe(&e))?;
+                    }
+                    Ok(())
+                })?
+            } else {
+                timed(|| {
+                    for st in &stmts {
+                        exec(c, st)?;
+                    }
+                    Ok(())
+                })?
+            };
+            if side == Side::Pipeline {
+                info.late_versions =
+                    scalar(c, "SELECT count(*) FROM bench_history WHERE kind = 'late'")?;
+                info.duplicates = scalar(
+                    c,
+                    "SELECT duplicates::bigint FROM eventtime.pipelines WHERE name = 'bench'",
+                )?;
+                info.refused = scalar(
+                    c,
+                    "SELECT refused::bigint FROM eventtime.pipelines WHERE name = 'bench'",
+                )?;
+            }
+            fps.note(c, side)?;
+            Ok(d)
+        },
+    )?;
     fps.check("(d)")?;
     Ok((
         Row {
-            workload: format!("(d) late-heavy: {} rows, {} per `INSERT`", num(s.d_rows), s.d_stmt),
+            workload: format!(
+                "(d) late-heavy: {} rows, {} per `INSERT`",
+                num(s.d_rows),
+                s.d_stmt
+            ),
             with: t[2],
             without: t[0],
             target: 2.5,
@@ -957,8 +1102,14 @@ fn history_growth(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Growth> {
     let mut rng = Rng(0xE);
     let base = events(&mut rng, s.e_batch, 0, s.e_keys, (1, 1));
     let batch = |day: u32| -> Vec<u8> {
-        let evs: Vec<Ev> =
-            base.iter().map(|e| Ev { id: e.id + day as i64 * 100_000_000, day, ..*e }).collect();
+        let evs: Vec<Ev> = base
+            .iter()
+            .map(|e| Ev {
+                id: e.id + day as i64 * 100_000_000,
+                day,
+                ..*e
+            })
+            .collect();
         copy_text(&evs)
     };
     let history: Vec<Vec<u8>> = (1..=days).map(batch).collect();
@@ -974,13 +1125,19 @@ fn history_growth(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Growth> {
             advance(c, &format!("2026-01-{batch_day:02} 00:00+00"))?;
             let left = state_rows(c)?;
             if left != 0 {
-                return Err(format!("{left} state rows left after {days} days fired and purged"));
+                return Err(format!(
+                    "{left} state rows left after {days} days fired and purged"
+                ));
             }
         }
         settle(c)?;
         timed(|| copy_in(c, if old { &last } else { &first }))
     })?;
-    Ok(Growth { fresh, old, batch_day })
+    Ok(Growth {
+        fresh,
+        old,
+        batch_day,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1011,7 +1168,10 @@ fn run() -> Res<bool> {
 
     let mut admin = connect("postgres")?;
     // Two calls: DROP DATABASE cannot run in the implicit transaction of a multi-statement query.
-    exec(&mut admin, &format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))?;
+    exec(
+        &mut admin,
+        &format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"),
+    )?;
     exec(&mut admin, &format!("CREATE DATABASE {DB}"))?;
     drop(admin);
     let mut c = connect(DB)?;
@@ -1020,15 +1180,23 @@ fn run() -> Res<bool> {
         exec(&mut c, "SET synchronous_commit = off")?;
     }
 
-    let date = text(&mut c, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'")?;
+    let date = text(
+        &mut c,
+        "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'",
+    )?;
     let version = text(&mut c, "SELECT version()")?;
-    let ext = text(&mut c, "SELECT extversion FROM pg_extension WHERE extname = 'pg_eventtime'")?;
+    let ext = text(
+        &mut c,
+        "SELECT extversion FROM pg_extension WHERE extname = 'pg_eventtime'",
+    )?;
     let settings = text(
         &mut c,
         "SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings \
          WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'max_wal_size', 'work_mem', 'autovacuum')",
     )?;
-    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let nproc = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let load_start = load_average();
 
     let started = Instant::now();
@@ -1070,7 +1238,14 @@ fn run() -> Res<bool> {
     }
 
     println!();
-    println!("## pg_eventtime benchmark{}", if opts.smoke { " (smoke: tiny sizes, times mean nothing)" } else { "" });
+    println!(
+        "## pg_eventtime benchmark{}",
+        if opts.smoke {
+            " (smoke: tiny sizes, times mean nothing)"
+        } else {
+            ""
+        }
+    );
     println!();
     println!("- date: {date}");
     println!(
@@ -1126,12 +1301,18 @@ fn run() -> Res<bool> {
             );
         }
         println!();
-        let missed: Vec<&str> =
-            rows.iter().filter(|r| r.ratio() > r.target).map(|r| &r.workload[..3]).collect();
+        let missed: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.ratio() > r.target)
+            .map(|r| &r.workload[..3])
+            .collect();
         if missed.is_empty() {
             println!("All targets met.");
         } else {
-            println!("Targets missed (reported, not failed): {}.", missed.join(", "));
+            println!(
+                "Targets missed (reported, not failed): {}.",
+                missed.join(", ")
+            );
         }
         let below: Vec<&str> = rows
             .iter()
@@ -1166,7 +1347,11 @@ fn run() -> Res<bool> {
             s.a_days,
             num(st.open_ledger as usize)
         );
-        let verdict = if st.after_state == 0 { "OK" } else { "FAILED: must be 0" };
+        let verdict = if st.after_state == 0 {
+            "OK"
+        } else {
+            "FAILED: must be 0"
+        };
         println!(
             "(e) state size after advance_watermark('infinity') ({} windows fired in {}): {} state rows, {} ledger rows — {verdict}.",
             num(st.fired as usize),
@@ -1196,7 +1381,9 @@ fn main() {
     match run() {
         Ok(true) => {}
         Ok(false) => {
-            eprintln!("benchmark: state rows remain after the watermark passed every deadline (SPEC §6)");
+            eprintln!(
+                "benchmark: state rows remain after the watermark passed every deadline (SPEC §6)"
+            );
             std::process::exit(1);
         }
         Err(e) => {

@@ -73,7 +73,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::db::{self, Row};
-use crate::values::{decimal, quote_literal, ts_key, ts_text, utc, Val, HOUR, INFINITY, MINUTE, SECOND};
+use crate::values::{
+    decimal, quote_literal, ts_key, ts_text, utc, Val, HOUR, INFINITY, MINUTE, SECOND,
+};
 
 const DB: &str = "eventtime_property_backfill";
 /// The RNG streams of this test: the log, and the backfill's choice of INSERT or COPY.
@@ -97,8 +99,12 @@ pub enum Step {
 impl Step {
     fn describe(&self) -> String {
         match self {
-            Step::Deliver { source, rows } => format!("Deliver({}, {} rows)", SOURCES[*source], rows.len()),
-            Step::Advance { source, to } => format!("Advance({}, {})", SOURCES[*source], ts_text(*to)),
+            Step::Deliver { source, rows } => {
+                format!("Deliver({}, {} rows)", SOURCES[*source], rows.len())
+            }
+            Step::Advance { source, to } => {
+                format!("Advance({}, {})", SOURCES[*source], ts_text(*to))
+            }
             Step::MarkIdle { source } => format!("MarkIdle({})", SOURCES[*source]),
         }
     }
@@ -124,12 +130,20 @@ impl Clocks {
                 _ => self.sources[source] = Some((to, false)),
             },
             Step::MarkIdle { source } => {
-                let s = self.sources[source].as_mut().expect("only registered sources are marked idle");
+                let s = self.sources[source]
+                    .as_mut()
+                    .expect("only registered sources are marked idle");
                 s.1 = true;
             }
             Step::Deliver { .. } => return false,
         }
-        let min = self.sources.iter().flatten().filter(|s| !s.1).map(|s| s.0).min();
+        let min = self
+            .sources
+            .iter()
+            .flatten()
+            .filter(|s| !s.1)
+            .map(|s| s.0)
+            .min();
         let new = match (self.pipeline, min) {
             (Some(c), Some(m)) => Some(c.max(m)),
             (c, m) => c.or(m),
@@ -165,12 +179,17 @@ fn window_start(t: i64) -> i64 {
 impl Generator {
     /// The pipeline watermark, or where event time starts before the first advance.
     fn reference(&self) -> i64 {
-        self.clocks.pipeline.filter(|&w| w != INFINITY).unwrap_or(self.start)
+        self.clocks
+            .pipeline
+            .filter(|&w| w != INFINITY)
+            .unwrap_or(self.start)
     }
 
     /// Where `source` is: its own watermark, or the pipeline's before it registers.
     fn clock(&self, source: usize) -> i64 {
-        self.sources_watermark(source).filter(|&w| w != INFINITY).unwrap_or_else(|| self.reference())
+        self.sources_watermark(source)
+            .filter(|&w| w != INFINITY)
+            .unwrap_or_else(|| self.reference())
     }
 
     fn sources_watermark(&self, source: usize) -> Option<i64> {
@@ -189,10 +208,18 @@ impl Generator {
             // The first or last microsecond of a window near the watermark.
             _ => {
                 let s = window_start(w) + self.rng.random_range(-2..=1) * SIZE;
-                return if self.rng.random_bool(0.5) { s } else { s + SIZE - 1 };
+                return if self.rng.random_bool(0.5) {
+                    s
+                } else {
+                    s + SIZE - 1
+                };
             }
         };
-        if self.rng.random_bool(0.8) { e.div_euclid(SECOND) * SECOND } else { e }
+        if self.rng.random_bool(0.8) {
+            e.div_euclid(SECOND) * SECOND
+        } else {
+            e
+        }
     }
 
     fn fresh_row(&mut self, source: usize) -> Vec<Val> {
@@ -203,13 +230,26 @@ impl Generator {
             self.next_id += 1;
             Val::Int(self.next_id)
         };
-        let k = if self.rng.random_range(0..100) < 5 { Val::Null } else { Val::Text(KEYS[self.rng.random_range(0..KEYS.len())].into()) };
+        let k = if self.rng.random_range(0..100) < 5 {
+            Val::Null
+        } else {
+            Val::Text(KEYS[self.rng.random_range(0..KEYS.len())].into())
+        };
         let amount = if self.rng.random_range(0..100) < 8 {
             Val::Null
         } else {
-            Val::Num(decimal(self.rng.random_range(-500..50_000), self.rng.random_range(0..=2)))
+            Val::Num(decimal(
+                self.rng.random_range(-500..50_000),
+                self.rng.random_range(0..=2),
+            ))
         };
-        vec![id, Val::Text(SOURCES[source].into()), k, amount, Val::Ts(self.event_time(source))]
+        vec![
+            id,
+            Val::Text(SOURCES[source].into()),
+            k,
+            amount,
+            Val::Ts(self.event_time(source)),
+        ]
     }
 
     fn deliver(&mut self) -> Step {
@@ -222,7 +262,11 @@ impl Generator {
                 rows[self.rng.random_range(0..rows.len())].clone()
             } else if r < 16 && !self.sent.is_empty() {
                 // Mostly a recent row; sometimes one from long ago, refused by now.
-                let from = if self.rng.random_bool(0.7) { self.sent.len().saturating_sub(40) } else { 0 };
+                let from = if self.rng.random_bool(0.7) {
+                    self.sent.len().saturating_sub(40)
+                } else {
+                    0
+                };
                 self.sent[self.rng.random_range(from..self.sent.len())].clone()
             } else {
                 self.fresh_row(source)
@@ -237,18 +281,31 @@ impl Generator {
         let source = self.rng.random_range(0..SOURCES.len());
         let to = match self.sources_watermark(source) {
             None => match self.clocks.pipeline {
-                None => (self.start + self.rng.random_range(-30 * MINUTE..2 * HOUR)).div_euclid(MINUTE) * MINUTE,
+                None => {
+                    (self.start + self.rng.random_range(-30 * MINUTE..2 * HOUR)).div_euclid(MINUTE)
+                        * MINUTE
+                }
                 // Registers behind the pipeline watermark (which then waits for it), or ahead.
                 Some(w) => (w + self.rng.random_range(-2 * HOUR..HOUR)).div_euclid(MINUTE) * MINUTE,
             },
             Some(c) => match self.rng.random_range(0..100) {
-                0..55 => (c + self.rng.random_range(SECOND..75 * MINUTE)).div_euclid(SECOND) * SECOND,
+                0..55 => {
+                    (c + self.rng.random_range(SECOND..75 * MINUTE)).div_euclid(SECOND) * SECOND
+                }
                 // Onto the next window end or deadline, or a microsecond before.
                 55..70 => {
                     let end = window_start(c) + SIZE;
-                    let b = if self.rng.random_bool(0.5) { end } else { end + LATENESS };
+                    let b = if self.rng.random_bool(0.5) {
+                        end
+                    } else {
+                        end + LATENESS
+                    };
                     let b = if b <= c { b + SIZE } else { b };
-                    if self.rng.random_bool(0.25) { b - 1 } else { b }
+                    if self.rng.random_bool(0.25) {
+                        b - 1
+                    } else {
+                        b
+                    }
                 }
                 // Racing ahead of the other sources.
                 70..80 => c + self.rng.random_range(3 * HOUR..8 * HOUR),
@@ -260,19 +317,33 @@ impl Generator {
     }
 
     fn mark_idle(&mut self) -> Option<Step> {
-        let registered: Vec<usize> = (0..SOURCES.len()).filter(|&s| self.clocks.sources[s].is_some()).collect();
+        let registered: Vec<usize> = (0..SOURCES.len())
+            .filter(|&s| self.clocks.sources[s].is_some())
+            .collect();
         if registered.is_empty() {
             return None;
         }
-        Some(Step::MarkIdle { source: registered[self.rng.random_range(0..registered.len())] })
+        Some(Step::MarkIdle {
+            source: registered[self.rng.random_range(0..registered.len())],
+        })
     }
 }
 
 fn generate(seed: u64) -> Log {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(STREAM_LOG);
-    let mut g = Generator { rng, clocks: Clocks::default(), start: utc("2026-05-01 00:00"), next_id: 0, sent: Vec::new() };
-    let mut log = Log { steps: Vec::new(), watermarks: Vec::new(), moves: Vec::new() };
+    let mut g = Generator {
+        rng,
+        clocks: Clocks::default(),
+        start: utc("2026-05-01 00:00"),
+        next_id: 0,
+        sent: Vec::new(),
+    };
+    let mut log = Log {
+        steps: Vec::new(),
+        watermarks: Vec::new(),
+        moves: Vec::new(),
+    };
     let mut push = |g: &mut Generator, step: Step| {
         let moved = g.clocks.apply(&step);
         log.steps.push(step);
@@ -295,9 +366,19 @@ fn generate(seed: u64) -> Log {
         order.swap(i, g.rng.random_range(0..=i));
     }
     for source in order {
-        push(&mut g, Step::Advance { source, to: INFINITY });
+        push(
+            &mut g,
+            Step::Advance {
+                source,
+                to: INFINITY,
+            },
+        );
     }
-    assert_eq!(g.clocks.pipeline, Some(INFINITY), "the log ends at watermark infinity");
+    assert_eq!(
+        g.clocks.pipeline,
+        Some(INFINITY),
+        "the log ends at watermark infinity"
+    );
     log
 }
 
@@ -364,12 +445,20 @@ struct Run {
 
 impl Run {
     fn ctx(&self) -> String {
-        format!("seed {} (replay with PROPERTY_SEED={}), backfill equals live: {}", self.seed, self.seed, self.at)
+        format!(
+            "seed {} (replay with PROPERTY_SEED={}), backfill equals live: {}",
+            self.seed, self.seed, self.at
+        )
     }
 
     fn exec(&mut self, sql: &str) {
         if let Err(e) = self.db.batch_execute(sql) {
-            panic!("{}: statement failed: {}\n{}", self.ctx(), db::describe(&e), sql);
+            panic!(
+                "{}: statement failed: {}\n{}",
+                self.ctx(),
+                db::describe(&e),
+                sql
+            );
         }
     }
 
@@ -378,7 +467,9 @@ impl Run {
             Ok(msgs) => msgs
                 .into_iter()
                 .filter_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect()),
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
                     _ => None,
                 })
                 .collect(),
@@ -413,16 +504,30 @@ impl Run {
                 quote_literal(&ts_text(to)),
                 quote_literal(SOURCES[source])
             ),
-            Step::MarkIdle { source } => format!("eventtime.mark_idle({p}, {})", quote_literal(SOURCES[source])),
+            Step::MarkIdle { source } => format!(
+                "eventtime.mark_idle({p}, {})",
+                quote_literal(SOURCES[source])
+            ),
             Step::Deliver { .. } => unreachable!("a delivery is not a control step"),
         };
         format!("SELECT windows_fired::text, windows_purged::text, us(watermark) FROM {call};\n")
     }
 
     fn insert(&mut self, mode: Mode, rows: &[Vec<Val>]) {
-        let values: Vec<String> =
-            rows.iter().map(|r| format!("({})", r.iter().map(Val::sql).collect::<Vec<_>>().join(", "))).collect();
-        self.exec(&format!("INSERT INTO {} ({COLUMNS}) VALUES {}", mode.table(), values.join(", ")));
+        let values: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "({})",
+                    r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        self.exec(&format!(
+            "INSERT INTO {} ({COLUMNS}) VALUES {}",
+            mode.table(),
+            values.join(", ")
+        ));
     }
 
     fn copy(&mut self, mode: Mode, rows: &[Vec<Val>]) {
@@ -462,13 +567,19 @@ impl Run {
         let (mut pending, mut pending_n) = (String::new(), 0usize);
         let mut statements = 0usize;
         for (i, step) in log.steps.iter().enumerate() {
-            self.at = format!("{} pipeline, step {} of {}: {}", mode.pipeline(), i + 1, log.steps.len(), step.describe());
+            self.at = format!(
+                "{} pipeline, step {} of {}: {}",
+                mode.pipeline(),
+                i + 1,
+                log.steps.len(),
+                step.describe()
+            );
             match (mode, step) {
                 (Mode::Live, Step::Deliver { rows, .. }) => {
                     for r in rows {
                         self.insert(mode, std::slice::from_ref(r));
                         statements += 1;
-                        if statements % 7 == 0 {
+                        if statements.is_multiple_of(7) {
                             self.exec("SELECT pg_sleep(0.002)");
                         }
                     }
@@ -490,7 +601,12 @@ impl Run {
                     if log.moves[i] && !buffer.is_empty() {
                         if pending_n > 0 {
                             let got = self.rows(&pending);
-                            assert_eq!(got.len(), pending_n, "{}: one row per control step", self.ctx());
+                            assert_eq!(
+                                got.len(),
+                                pending_n,
+                                "{}: one row per control step",
+                                self.ctx()
+                            );
                             results.extend(got);
                             (pending, pending_n) = (String::new(), 0);
                         }
@@ -504,7 +620,12 @@ impl Run {
         self.at = format!("{} pipeline, end of the log", mode.pipeline());
         if pending_n > 0 {
             let got = self.rows(&pending);
-            assert_eq!(got.len(), pending_n, "{}: one row per control step", self.ctx());
+            assert_eq!(
+                got.len(),
+                pending_n,
+                "{}: one row per control step",
+                self.ctx()
+            );
             results.extend(got);
         }
         self.flush(mode, &mut buffer);
@@ -525,13 +646,21 @@ impl Run {
                 aggregates: r[4..7].to_vec(),
                 watermark: r[7].clone().unwrap(),
             };
-            out.entry((r[0].clone(), r[1].clone().unwrap())).or_default().push(v);
+            out.entry((r[0].clone(), r[1].clone().unwrap()))
+                .or_default()
+                .push(v);
         }
         for (win, versions) in out.iter_mut() {
             versions.sort();
             let numbers: Vec<i64> = versions.iter().map(|v| v.version).collect();
             let gapless: Vec<i64> = (1..=versions.len() as i64).collect();
-            assert_eq!(numbers, gapless, "{}: {} history of window {win:?} has versions 1..n", self.ctx(), mode.pipeline());
+            assert_eq!(
+                numbers,
+                gapless,
+                "{}: {} history of window {win:?} has versions 1..n",
+                self.ctx(),
+                mode.pipeline()
+            );
         }
         out
     }
@@ -605,7 +734,12 @@ fn compare_histories(ctx: &str, name: &str, raw: &History, backfill: &History) {
             None => "\n      (no history)".to_string(),
             Some(vs) => vs
                 .iter()
-                .map(|v| format!("\n      v{} {} {:?} watermark {}", v.version, v.kind, v.aggregates, v.watermark))
+                .map(|v| {
+                    format!(
+                        "\n      v{} {} {:?} watermark {}",
+                        v.version, v.kind, v.aggregates, v.watermark
+                    )
+                })
                 .collect(),
         };
         report += &format!(
@@ -635,7 +769,12 @@ fn assert_same(ctx: &str, what: &str, name: &str, got: &[Row], backfill: &[Row])
         }
         let n = out.len();
         out.truncate(8);
-        out.concat() + &if n > 8 { format!("\n    ... {} more", n - 8) } else { String::new() }
+        out.concat()
+            + &if n > 8 {
+                format!("\n    ... {} more", n - 8)
+            } else {
+                String::new()
+            }
     };
     panic!(
         "{ctx}: {what} of {name} ({} rows) differs from backfill ({} rows)\n  only in {name}:{}\n  only in backfill:{}",
@@ -651,28 +790,56 @@ pub fn run(seed: u64) {
     let log = generate(seed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(STREAM_REPLAY);
-    let mut run = Run { seed, db: db::fresh_database(DB), rng, at: String::new() };
+    let mut run = Run {
+        seed,
+        db: db::fresh_database(DB),
+        rng,
+        at: String::new(),
+    };
     run.setup();
 
     let mut results = BTreeMap::new();
     for mode in MODES {
         let started = std::time::Instant::now();
         results.insert(mode, run.replay(mode, &log));
-        println!("backfill equals live: {} fed in {:?}", mode.pipeline(), started.elapsed());
+        println!(
+            "backfill equals live: {} fed in {:?}",
+            mode.pipeline(),
+            started.elapsed()
+        );
     }
     run.at = "after the whole log".into();
     let ctx = run.ctx();
 
     // 4. Every control step returns the same in the three feeds, with the model's watermark.
-    let controls: Vec<usize> = (0..log.steps.len()).filter(|&i| !matches!(log.steps[i], Step::Deliver { .. })).collect();
+    let controls: Vec<usize> = (0..log.steps.len())
+        .filter(|&i| !matches!(log.steps[i], Step::Deliver { .. }))
+        .collect();
     for mode in MODES {
         let got = &results[&mode];
-        assert_eq!(got.len(), controls.len(), "{ctx}: {} returned one row per control step", mode.pipeline());
+        assert_eq!(
+            got.len(),
+            controls.len(),
+            "{ctx}: {} returned one row per control step",
+            mode.pipeline()
+        );
         for (n, &i) in controls.iter().enumerate() {
-            let step_ctx = format!("{ctx}, {} pipeline, step {}: {}", mode.pipeline(), i + 1, log.steps[i].describe());
-            assert_eq!(got[n][2], log.watermarks[i].map(ts_key), "{step_ctx}: the pipeline watermark, against the model");
+            let step_ctx = format!(
+                "{ctx}, {} pipeline, step {}: {}",
+                mode.pipeline(),
+                i + 1,
+                log.steps[i].describe()
+            );
+            assert_eq!(
+                got[n][2],
+                log.watermarks[i].map(ts_key),
+                "{step_ctx}: the pipeline watermark, against the model"
+            );
             let live = &results[&Mode::Live][n];
-            assert_eq!(&got[n], live, "{step_ctx}: (windows fired, windows purged, watermark) as in the live feed");
+            assert_eq!(
+                &got[n], live,
+                "{step_ctx}: (windows fired, windows purged, watermark) as in the live feed"
+            );
         }
     }
 
@@ -680,13 +847,25 @@ pub fn run(seed: u64) {
     let refused_backfill = run.refused(Mode::Backfill);
     for mode in [Mode::Live, Mode::PerRun] {
         let got = run.refused(mode);
-        assert_same(&ctx, "_refused (all columns but refused_at)", mode.pipeline(), &got, &refused_backfill);
+        assert_same(
+            &ctx,
+            "_refused (all columns but refused_at)",
+            mode.pipeline(),
+            &got,
+            &refused_backfill,
+        );
     }
 
     // 2. History, collapsed.
     let backfill = run.history(Mode::Backfill);
-    let already: History = backfill.iter().map(|(w, v)| (w.clone(), collapse(v))).collect();
-    assert!(already == backfill, "{ctx}: the backfill history has two consecutive versions with the same kind and watermark");
+    let already: History = backfill
+        .iter()
+        .map(|(w, v)| (w.clone(), collapse(v)))
+        .collect();
+    assert!(
+        already == backfill,
+        "{ctx}: the backfill history has two consecutive versions with the same kind and watermark"
+    );
     let mut histories = BTreeMap::new();
     for mode in [Mode::Live, Mode::PerRun] {
         let h = run.history(mode);
@@ -698,45 +877,105 @@ pub fn run(seed: u64) {
     // 3. _latest, _sealed and the counters.
     let latest = run.latest(Mode::Backfill);
     let sealed = run.sealed(Mode::Backfill);
-    let main = |rows: &[Row]| rows.iter().filter(|r| r[4].as_deref() == Some("main")).cloned().collect::<Vec<_>>();
+    let main = |rows: &[Row]| {
+        rows.iter()
+            .filter(|r| r[4].as_deref() == Some("main"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     let late_windows = |rows: &[Row]| {
-        rows.iter().filter(|r| r[4].as_deref() != Some("main")).map(|r| (r[0].clone(), r[1].clone(), r[4].clone())).collect::<Vec<_>>()
+        rows.iter()
+            .filter(|r| r[4].as_deref() != Some("main"))
+            .map(|r| (r[0].clone(), r[1].clone(), r[4].clone()))
+            .collect::<Vec<_>>()
     };
     let mut late_v1_differ = 0;
     for mode in [Mode::Live, Mode::PerRun] {
         let got = run.latest(mode);
-        assert_same(&ctx, "_latest (all columns but version, sealed and fired_at)", mode.pipeline(), &got, &latest);
+        assert_same(
+            &ctx,
+            "_latest (all columns but version, sealed and fired_at)",
+            mode.pipeline(),
+            &got,
+            &latest,
+        );
         let got = run.sealed(mode);
-        assert_same(&ctx, "_sealed rows of kind main (all columns but fired_at)", mode.pipeline(), &main(&got), &main(&sealed));
-        assert_eq!(late_windows(&got), late_windows(&sealed), "{ctx}: {}: windows whose version 1 is late", mode.pipeline());
+        assert_same(
+            &ctx,
+            "_sealed rows of kind main (all columns but fired_at)",
+            mode.pipeline(),
+            &main(&got),
+            &main(&sealed),
+        );
+        assert_eq!(
+            late_windows(&got),
+            late_windows(&sealed),
+            "{ctx}: {}: windows whose version 1 is late",
+            mode.pipeline()
+        );
         if mode == Mode::Live {
             late_v1_differ = got.iter().zip(&sealed).filter(|(a, b)| a != b).count();
         }
     }
     let counters: BTreeMap<Mode, Row> = MODES.iter().map(|&m| (m, run.counters(m))).collect();
-    let rows_sent: usize = log.steps.iter().map(|s| if let Step::Deliver { rows, .. } = s { rows.len() } else { 0 }).sum();
+    let rows_sent: usize = log
+        .steps
+        .iter()
+        .map(|s| {
+            if let Step::Deliver { rows, .. } = s {
+                rows.len()
+            } else {
+                0
+            }
+        })
+        .sum();
     for mode in MODES {
         let c = &counters[&mode];
         let b = &counters[&Mode::Backfill];
         let name = mode.pipeline();
-        assert_eq!(c[0], Some(rows_sent.to_string()), "{ctx}: {name}: every row sent is in its source table");
-        assert_eq!((&c[1], &c[2]), (&b[1], &b[2]), "{ctx}: {name}: pipelines.(refused, duplicates) as the backfill's");
+        assert_eq!(
+            c[0],
+            Some(rows_sent.to_string()),
+            "{ctx}: {name}: every row sent is in its source table"
+        );
+        assert_eq!(
+            (&c[1], &c[2]),
+            (&b[1], &b[2]),
+            "{ctx}: {name}: pipelines.(refused, duplicates) as the backfill's"
+        );
         let versions: usize = histories[&mode].values().map(Vec::len).sum();
-        assert_eq!(c[3], Some(versions.to_string()), "{ctx}: {name}: pipelines.firings counts its history");
+        assert_eq!(
+            c[3],
+            Some(versions.to_string()),
+            "{ctx}: {name}: pipelines.firings counts its history"
+        );
         assert_eq!(
             (&c[4], &c[5], &c[6]),
-            (&Some("0".to_string()), &Some("0".to_string()), &Some("infinity".to_string())),
+            (
+                &Some("0".to_string()),
+                &Some("0".to_string()),
+                &Some("infinity".to_string())
+            ),
             "{ctx}: {name}: (state_rows, open_windows, watermark) after 'infinity'"
         );
     }
     let firings = |m: Mode| counters[&m][3].as_deref().unwrap().parse::<i64>().unwrap();
     assert!(
-        firings(Mode::Live) >= firings(Mode::PerRun) && firings(Mode::PerRun) >= firings(Mode::Backfill),
+        firings(Mode::Live) >= firings(Mode::PerRun)
+            && firings(Mode::PerRun) >= firings(Mode::Backfill),
         "{ctx}: firings: live >= per_run >= backfill"
     );
 
-    let advances = log.steps.iter().filter(|s| matches!(s, Step::Advance { .. })).count();
-    let idles = log.steps.iter().filter(|s| matches!(s, Step::MarkIdle { .. })).count();
+    let advances = log
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::Advance { .. }))
+        .count();
+    let idles = log
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::MarkIdle { .. }))
+        .count();
     let moves = log.moves.iter().filter(|&&m| m).count();
     let b = &counters[&Mode::Backfill];
     println!(
@@ -762,13 +1001,30 @@ mod tests {
     use super::*;
 
     fn v(version: i64, kind: &str, n: &str, watermark: &str) -> Version {
-        Version { version, kind: kind.into(), aggregates: vec![Some(n.into())], watermark: watermark.into() }
+        Version {
+            version,
+            kind: kind.into(),
+            aggregates: vec![Some(n.into())],
+            watermark: watermark.into(),
+        }
     }
 
     #[test]
     fn collapse_keeps_the_last_version_of_each_kind_and_watermark() {
-        let live = [v(1, "main", "2", "10"), v(2, "late", "3", "10"), v(3, "late", "4", "10"), v(4, "late", "5", "20")];
-        assert_eq!(collapse(&live), [v(1, "main", "2", "10"), v(2, "late", "4", "10"), v(3, "late", "5", "20")]);
+        let live = [
+            v(1, "main", "2", "10"),
+            v(2, "late", "3", "10"),
+            v(3, "late", "4", "10"),
+            v(4, "late", "5", "20"),
+        ];
+        assert_eq!(
+            collapse(&live),
+            [
+                v(1, "main", "2", "10"),
+                v(2, "late", "4", "10"),
+                v(3, "late", "5", "20")
+            ]
+        );
         let late_first = [v(1, "late", "1", "10"), v(2, "late", "2", "10")];
         assert_eq!(collapse(&late_first), [v(1, "late", "2", "10")]);
     }

@@ -7,7 +7,9 @@ pub enum Role {
     /// A grouping column drawing from these values (or NULL).
     Key(&'static [&'static str]),
     /// The event id: a bigint counter, or text with this prefix.
-    EventId { text_prefix: Option<&'static str> },
+    EventId {
+        text_prefix: Option<&'static str>,
+    },
     EventTime,
     /// A numeric payload with varying scale.
     Amount,
@@ -57,19 +59,31 @@ impl Config {
     }
 
     pub fn view(&self, suffix: &str) -> String {
-        format!("{}.{}", quote_ident(self.schema), quote_ident(&format!("{}{suffix}", self.pipeline)))
+        format!(
+            "{}.{}",
+            quote_ident(self.schema),
+            quote_ident(&format!("{}{suffix}", self.pipeline))
+        )
     }
 
     pub fn column_index(&self, name: &str) -> usize {
-        self.columns.iter().position(|c| c.name == name).unwrap_or_else(|| panic!("no column {name}"))
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
     }
 
     pub fn event_time(&self) -> usize {
-        self.columns.iter().position(|c| matches!(c.role, Role::EventTime)).expect("an event time column")
+        self.columns
+            .iter()
+            .position(|c| matches!(c.role, Role::EventTime))
+            .expect("an event time column")
     }
 
     pub fn event_id(&self) -> Option<usize> {
-        self.columns.iter().position(|c| matches!(c.role, Role::EventId { .. }))
+        self.columns
+            .iter()
+            .position(|c| matches!(c.role, Role::EventId { .. }))
     }
 
     pub fn key_indexes(&self) -> Vec<usize> {
@@ -77,12 +91,19 @@ impl Config {
     }
 
     pub fn origin_us(&self) -> i64 {
-        self.origin.map(|o| utc(o.trim_end_matches("+00"))).unwrap_or(0)
+        self.origin
+            .map(|o| utc(o.trim_end_matches("+00")))
+            .unwrap_or(0)
     }
 }
 
 fn col(name: &'static str, sql_type: &'static str, role: Role, null_pct: u32) -> Column {
-    Column { name, sql_type, role, null_pct }
+    Column {
+        name,
+        sql_type,
+        role,
+        null_pct,
+    }
 }
 
 /// (a) Two keys with NULLs, a bigint event id, an hour's window with two hours of grace, and
@@ -96,7 +117,12 @@ pub fn keyed_hourly() -> Config {
         pipeline: "sales_hourly",
         columns: vec![
             col("id", "bigint", Role::EventId { text_prefix: None }, 4),
-            col("store", "text", Role::Key(&["north", "south", "east", "west"]), 10),
+            col(
+                "store",
+                "text",
+                Role::Key(&["north", "south", "east", "west"]),
+                10,
+            ),
             col("region", "text", Role::Key(&["eu", "us", "apac"]), 10),
             col("amount", "numeric", Role::Amount, 10),
             col("note", "text", Role::Note, 35),
@@ -124,7 +150,10 @@ pub fn unkeyed_quarter_hour() -> Config {
         schema: "public",
         table: "ticks",
         pipeline: "ticks_15m",
-        columns: vec![col("at", "timestamptz", Role::EventTime, 0), col("qty", "integer", Role::Qty, 5)],
+        columns: vec![
+            col("at", "timestamptz", Role::EventTime, 0),
+            col("qty", "integer", Role::Qty, 5),
+        ],
         keys: vec![],
         window: 15 * MINUTE,
         window_sql: "15 minutes",

@@ -7,7 +7,10 @@ pub type Row = Vec<Option<String>>;
 
 fn connect(dbname: &str) -> Client {
     let host = std::env::var("PGHOST").unwrap_or_else(|_| "127.0.0.1".into());
-    let port: u16 = std::env::var("PGPORT").ok().and_then(|p| p.parse().ok()).unwrap_or(5432);
+    let port: u16 = std::env::var("PGPORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(5432);
     let user = std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into());
     let mut client = postgres::Config::new()
         .host(&host)
@@ -15,10 +18,17 @@ fn connect(dbname: &str) -> Client {
         .user(&user)
         .dbname(dbname)
         .connect(NoTls)
-        .unwrap_or_else(|e| panic!("cannot connect to {host}:{port} as {user}, database {dbname}: {}", describe(&e)));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot connect to {host}:{port} as {user}, database {dbname}: {}",
+                describe(&e)
+            )
+        });
     // Every comparison of timestamps goes through the us() function below, but the literals the
     // test writes and the views' text must not depend on the server's default zone either.
-    client.batch_execute("SET TimeZone = 'UTC'").unwrap_or_else(|e| panic!("SET TimeZone: {}", describe(&e)));
+    client
+        .batch_execute("SET TimeZone = 'UTC'")
+        .unwrap_or_else(|e| panic!("SET TimeZone: {}", describe(&e)));
     client
 }
 
@@ -27,8 +37,13 @@ pub fn fresh_database(name: &str) -> Client {
     let mut admin = connect("postgres");
     // Two calls: several statements in one simple query form one transaction, which DROP
     // DATABASE refuses.
-    for sql in [format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), format!("CREATE DATABASE {name}")] {
-        admin.batch_execute(&sql).unwrap_or_else(|e| panic!("cannot create database {name}: {}", describe(&e)));
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        admin
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("cannot create database {name}: {}", describe(&e)));
     }
     let mut db = connect(name);
     db.batch_execute(
@@ -51,10 +66,14 @@ pub fn drop_database(name: &str) {
 
 /// The rows of a query, every column as text (simple query protocol).
 pub fn text_rows(db: &mut Client, sql: &str) -> Vec<Row> {
-    let msgs = db.simple_query(sql).unwrap_or_else(|e| panic!("query failed: {}\n{sql}", describe(&e)));
+    let msgs = db
+        .simple_query(sql)
+        .unwrap_or_else(|e| panic!("query failed: {}\n{sql}", describe(&e)));
     msgs.into_iter()
         .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect()),
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
             _ => None,
         })
         .collect()

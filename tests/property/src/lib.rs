@@ -21,7 +21,10 @@ pub mod worked_example;
 pub fn seed() -> u64 {
     const DEFAULT: u64 = 20261029;
     match std::env::var("PROPERTY_SEED") {
-        Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("PROPERTY_SEED must be a u64, not {s:?}")),
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("PROPERTY_SEED must be a u64, not {s:?}")),
         Err(_) => DEFAULT,
     }
 }

@@ -29,9 +29,18 @@ impl Kind {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Landing {
-    Open { window_start: i64 },
-    Late { window_start: i64 },
-    Refused { window_start: i64, window_end: i64, deadline: i64, watermark: i64 },
+    Open {
+        window_start: i64,
+    },
+    Late {
+        window_start: i64,
+    },
+    Refused {
+        window_start: i64,
+        window_end: i64,
+        deadline: i64,
+        watermark: i64,
+    },
     Duplicate,
 }
 
@@ -125,7 +134,10 @@ impl Model {
             let deadline = window_end + self.lateness;
             if self.dedup {
                 if let Some(id) = &ev.event_id {
-                    if !self.ledger.insert((ev.keys.clone(), window_start, id.clone())) {
+                    if !self
+                        .ledger
+                        .insert((ev.keys.clone(), window_start, id.clone()))
+                    {
                         counts.duplicates += 1;
                         landings.push(Landing::Duplicate);
                         continue;
@@ -136,7 +148,12 @@ impl Model {
             let landing = match w {
                 Some(w) if w >= deadline => {
                     counts.refused += 1;
-                    Landing::Refused { window_start, window_end, deadline, watermark: w }
+                    Landing::Refused {
+                        window_start,
+                        window_end,
+                        deadline,
+                        watermark: w,
+                    }
                 }
                 Some(w) if w >= window_end => {
                     counts.late += 1;
@@ -154,7 +171,10 @@ impl Model {
         }
         for key in late_windows {
             let watermark = w.expect("a late row needs a watermark");
-            self.windows.get_mut(&key).unwrap().firings.push(Firing { kind: Kind::Late, watermark });
+            self.windows.get_mut(&key).unwrap().firings.push(Firing {
+                kind: Kind::Late,
+                watermark,
+            });
         }
         self.refused += counts.refused;
         self.duplicates += counts.duplicates;
@@ -172,7 +192,10 @@ impl Model {
         for ((_, start), win) in self.windows.iter_mut() {
             let end = *start + self.size;
             if win.live && win.firings.is_empty() && end <= to {
-                win.firings.push(Firing { kind: Kind::Main, watermark: to });
+                win.firings.push(Firing {
+                    kind: Kind::Main,
+                    watermark: to,
+                });
                 fired += 1;
             }
             if win.live && end + self.lateness <= to {
@@ -194,7 +217,11 @@ mod tests {
     use crate::values::{utc, DAY};
 
     fn ev(e: i64, id: &str) -> Event {
-        Event { keys: vec![Some("web".into())], event_id: Some(id.into()), event_time: e }
+        Event {
+            keys: vec![Some("web".into())],
+            event_id: Some(id.into()),
+            event_time: e,
+        }
     }
 
     /// SPEC §2's worked example, through the model.
@@ -206,9 +233,22 @@ mod tests {
             m.advance(utc(w));
             m.ingest(&[ev(e, "8841")]).0[0]
         };
-        assert_eq!(landing("2026-10-29 20:00"), Landing::Open { window_start: utc("2026-10-29 00:00") });
-        assert_eq!(landing("2026-10-30 12:00"), Landing::Late { window_start: utc("2026-10-29 00:00") });
-        assert!(matches!(landing("2026-10-31 00:00"), Landing::Refused { .. }), "the deadline itself refuses");
+        assert_eq!(
+            landing("2026-10-29 20:00"),
+            Landing::Open {
+                window_start: utc("2026-10-29 00:00")
+            }
+        );
+        assert_eq!(
+            landing("2026-10-30 12:00"),
+            Landing::Late {
+                window_start: utc("2026-10-29 00:00")
+            }
+        );
+        assert!(
+            matches!(landing("2026-10-31 00:00"), Landing::Refused { .. }),
+            "the deadline itself refuses"
+        );
         assert_eq!(
             landing("2026-11-01 00:00"),
             Landing::Refused {
@@ -227,22 +267,55 @@ mod tests {
         m.ingest(&[ev(e, "1")]);
         assert_eq!(m.advance(utc("2026-10-30 00:00")), (1, 0));
         let (_, c) = m.ingest(&[ev(e, "2"), ev(e, "3"), ev(e, "2"), ev(e, "1")]);
-        assert_eq!(c, Counts { accepted: 0, late: 2, refused: 0, duplicates: 2 });
+        assert_eq!(
+            c,
+            Counts {
+                accepted: 0,
+                late: 2,
+                refused: 0,
+                duplicates: 2
+            }
+        );
         assert_eq!(m.advance(utc("2026-10-31 00:00")), (0, 1));
         // Ids are remembered after the window's state is gone: "3" is still a duplicate.
         let (_, c) = m.ingest(&[ev(e, "4"), ev(e, "4"), ev(e, "3")]);
-        assert_eq!(c, Counts { accepted: 0, late: 0, refused: 1, duplicates: 2 });
+        assert_eq!(
+            c,
+            Counts {
+                accepted: 0,
+                late: 0,
+                refused: 1,
+                duplicates: 2
+            }
+        );
         let (_, c) = m.ingest(&[ev(e, "3"), ev(e, "4")]);
-        assert_eq!(c, Counts { accepted: 0, late: 0, refused: 0, duplicates: 2 });
+        assert_eq!(
+            c,
+            Counts {
+                accepted: 0,
+                late: 0,
+                refused: 0,
+                duplicates: 2
+            }
+        );
         let w = &m.windows[&(vec![Some("web".into())], utc("2026-10-29 00:00"))];
-        assert_eq!(w.firings.iter().map(|f| f.kind).collect::<Vec<_>>(), [Kind::Main, Kind::Late]);
+        assert_eq!(
+            w.firings.iter().map(|f| f.kind).collect::<Vec<_>>(),
+            [Kind::Main, Kind::Late]
+        );
         assert_eq!(m.advance(utc("2026-10-30 00:00")), (0, 0));
     }
 
     #[test]
     fn windows_before_the_origin() {
         let m = Model::new(DAY, utc("2026-01-01 06:00"), 0, false);
-        assert_eq!(m.window_start(utc("2026-01-01 05:59")), utc("2025-12-31 06:00"));
-        assert_eq!(m.window_start(utc("2026-01-01 06:00")), utc("2026-01-01 06:00"));
+        assert_eq!(
+            m.window_start(utc("2026-01-01 05:59")),
+            utc("2025-12-31 06:00")
+        );
+        assert_eq!(
+            m.window_start(utc("2026-01-01 06:00")),
+            utc("2026-01-01 06:00")
+        );
     }
 }

@@ -16,13 +16,24 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{Config, Role};
 use crate::db::{self, Row};
 use crate::model::{Counts, Event, Keys, Landing, Model};
-use crate::values::{decimal, quote_ident, quote_literal, ts_key, ts_text, Val, INFINITY, MINUTE, SECOND};
+use crate::values::{
+    decimal, quote_ident, quote_literal, ts_key, ts_text, Val, INFINITY, MINUTE, SECOND,
+};
 
 /// Text payloads that each ingest path must carry unchanged: COPY's escapes and its NULL
 /// marker, JSON escapes, quotes, non-ASCII, and the empty string (which is not NULL).
 const NOTES: &[&str] = &[
-    "", "ok", "late again", "tab\there", "two\nlines", "cr\rhere", "back\\slash", "\\N", "quote ' and \" both",
-    "ünïcødé €", "  padded  ",
+    "",
+    "ok",
+    "late again",
+    "tab\there",
+    "two\nlines",
+    "cr\rhere",
+    "back\\slash",
+    "\\N",
+    "quote ' and \" both",
+    "ünïcødé €",
+    "  padded  ",
 ];
 
 pub fn run(cfg: &Config, seed: u64) {
@@ -91,7 +102,12 @@ struct Stats {
 
 impl Stats {
     fn summary(&self, model: &Model) -> String {
-        let late_versions = model.windows.values().flat_map(|w| &w.firings).filter(|f| f.kind == crate::model::Kind::Late).count();
+        let late_versions = model
+            .windows
+            .values()
+            .flat_map(|w| &w.firings)
+            .filter(|f| f.kind == crate::model::Kind::Late)
+            .count();
         format!(
             "{} ingest statements (INSERT {}, COPY {}, eventtime.ingest {}): accepted {}, late {}, refused {}, duplicates {}; \
              {} advances ({} not forward); {} windows, {} versions of which {} late",
@@ -140,7 +156,12 @@ impl<'a> Scenario<'a> {
             seed,
             rng,
             db,
-            model: Model::new(cfg.window, cfg.origin_us(), cfg.lateness, cfg.event_id().is_some()),
+            model: Model::new(
+                cfg.window,
+                cfg.origin_us(),
+                cfg.lateness,
+                cfg.event_id().is_some(),
+            ),
             key_cols: cfg.key_indexes(),
             event_id_col: cfg.event_id(),
             event_time_col: cfg.event_time(),
@@ -157,12 +178,22 @@ impl<'a> Scenario<'a> {
     }
 
     fn ctx(&self) -> Ctx<'_> {
-        Ctx { seed: self.seed, label: self.cfg.label, step: self.step, action: &self.action }
+        Ctx {
+            seed: self.seed,
+            label: self.cfg.label,
+            step: self.step,
+            action: &self.action,
+        }
     }
 
     fn exec(&mut self, sql: &str) {
         if let Err(e) = self.db.batch_execute(sql) {
-            panic!("{}: statement failed: {}\n{}", self.ctx(), db::describe(&e), truncate(sql));
+            panic!(
+                "{}: statement failed: {}\n{}",
+                self.ctx(),
+                db::describe(&e),
+                truncate(sql)
+            );
         }
     }
 
@@ -171,26 +202,48 @@ impl<'a> Scenario<'a> {
     }
 
     fn column_list(&self) -> String {
-        self.cfg.columns.iter().map(|c| quote_ident(c.name)).collect::<Vec<_>>().join(", ")
+        self.cfg
+            .columns
+            .iter()
+            .map(|c| quote_ident(c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// `"k1"::text, "k2"::text, ` or nothing, to put before other columns.
     fn keys_text(&self) -> String {
-        self.cfg.keys.iter().map(|k| format!("{}::text, ", quote_ident(k))).collect()
+        self.cfg
+            .keys
+            .iter()
+            .map(|k| format!("{}::text, ", quote_ident(k)))
+            .collect()
     }
 
     fn keys_plain(&self) -> String {
-        self.cfg.keys.iter().map(|k| format!("{}, ", quote_ident(k))).collect()
+        self.cfg
+            .keys
+            .iter()
+            .map(|k| format!("{}, ", quote_ident(k)))
+            .collect()
     }
 
     fn aliases_text(&self) -> String {
-        self.cfg.aliases.iter().map(|a| format!("{}::text", quote_ident(a))).collect::<Vec<_>>().join(", ")
+        self.cfg
+            .aliases
+            .iter()
+            .map(|a| format!("{}::text", quote_ident(a)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn setup(&mut self) {
         let cfg = self.cfg;
         let src = cfg.source();
-        let defs = cfg.columns.iter().map(|c| format!("{} {}", quote_ident(c.name), c.sql_type)).collect::<Vec<_>>();
+        let defs = cfg
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", quote_ident(c.name), c.sql_type))
+            .collect::<Vec<_>>();
         let mut sql = String::new();
         if cfg.schema != "public" {
             sql += &format!("CREATE SCHEMA {};\n", quote_ident(cfg.schema));
@@ -202,12 +255,20 @@ impl<'a> Scenario<'a> {
                                      _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL);\n",
             defs.join(", ")
         );
-        let keys = cfg.keys.iter().map(|k| quote_literal(k)).collect::<Vec<_>>().join(", ");
+        let keys = cfg
+            .keys
+            .iter()
+            .map(|k| quote_literal(k))
+            .collect::<Vec<_>>()
+            .join(", ");
         let event_id = match self.event_id_col {
             Some(i) => quote_literal(cfg.columns[i].name),
             None => "NULL".into(),
         };
-        let origin = cfg.origin.map(|o| format!(", window_origin => {}", quote_literal(o))).unwrap_or_default();
+        let origin = cfg
+            .origin
+            .map(|o| format!(", window_origin => {}", quote_literal(o)))
+            .unwrap_or_default();
         sql += &format!(
             "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, key => ARRAY[{keys}]::text[], \
              event_id => {event_id}, window_size => interval {}, allowed_lateness => interval {}, aggregates => {}{origin});",
@@ -239,10 +300,18 @@ impl<'a> Scenario<'a> {
             60..75 => now - (s + l) - self.rng.random_range(0..3 * s),
             _ => {
                 let start = self.model.window_start(now) + self.rng.random_range(-3..=2) * s;
-                return if self.rng.random_bool(0.5) { start } else { start + s - 1 };
+                return if self.rng.random_bool(0.5) {
+                    start
+                } else {
+                    start + s - 1
+                };
             }
         };
-        if self.rng.random_bool(0.8) { e.div_euclid(SECOND) * SECOND } else { e }
+        if self.rng.random_bool(0.8) {
+            e.div_euclid(SECOND) * SECOND
+        } else {
+            e
+        }
     }
 
     fn fresh_row(&mut self, now: i64) -> Vec<Val> {
@@ -254,7 +323,9 @@ impl<'a> Scenario<'a> {
                 continue;
             }
             row.push(match c.role {
-                Role::Key(values) => Val::Text(values[self.rng.random_range(0..values.len())].to_string()),
+                Role::Key(values) => {
+                    Val::Text(values[self.rng.random_range(0..values.len())].to_string())
+                }
                 Role::EventId { text_prefix } => {
                     // Fresh events never reuse an id: a repeated id is always a redelivery.
                     self.next_id += 1;
@@ -264,7 +335,10 @@ impl<'a> Scenario<'a> {
                     }
                 }
                 Role::EventTime => Val::Ts(self.event_time(now)),
-                Role::Amount => Val::Num(decimal(self.rng.random_range(-2_000..200_000), self.rng.random_range(0..=3))),
+                Role::Amount => Val::Num(decimal(
+                    self.rng.random_range(-2_000..200_000),
+                    self.rng.random_range(0..=3),
+                )),
                 Role::Qty => Val::Int(self.rng.random_range(-5..=100)),
                 Role::Note => Val::Text(NOTES[self.rng.random_range(0..NOTES.len())].to_string()),
             });
@@ -284,7 +358,11 @@ impl<'a> Scenario<'a> {
     }
 
     fn ingest_step(&mut self) {
-        let batch = if self.rng.random_range(0..100) < 4 { self.bulk_batch() } else { self.small_batch() };
+        let batch = if self.rng.random_range(0..100) < 4 {
+            self.bulk_batch()
+        } else {
+            self.small_batch()
+        };
         let n = batch.len();
         let method = match self.rng.random_range(0..3) {
             0 => Method::Insert,
@@ -293,11 +371,19 @@ impl<'a> Scenario<'a> {
         };
         self.action = format!(
             "{method:?} of {n} rows under watermark {}",
-            self.model.watermark.map(ts_text).unwrap_or_else(|| "NULL".into())
+            self.model
+                .watermark
+                .map(ts_text)
+                .unwrap_or_else(|| "NULL".into())
         );
         let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
         let (landings, expected) = self.model.ingest(&events);
-        assert_eq!(expected.total(), n as i64, "{}: the model accounts for every row once", self.ctx());
+        assert_eq!(
+            expected.total(),
+            n as i64,
+            "{}: the model accounts for every row once",
+            self.ctx()
+        );
         self.stats.by_method[method as usize] += 1;
         self.stats.counts.accepted += expected.accepted;
         self.stats.counts.late += expected.late;
@@ -308,7 +394,12 @@ impl<'a> Scenario<'a> {
             Method::Copy => self.send_copy(&batch),
             Method::Ingest => {
                 let got = self.send_ingest(&batch);
-                assert_eq!(got, expected, "{}: counts returned by eventtime.ingest", self.ctx());
+                assert_eq!(
+                    got,
+                    expected,
+                    "{}: counts returned by eventtime.ingest",
+                    self.ctx()
+                );
             }
         }
         self.rows_sent += n as i64;
@@ -381,9 +472,19 @@ impl<'a> Scenario<'a> {
     fn send_insert(&mut self, batch: &[Vec<Val>]) {
         let values: Vec<String> = batch
             .iter()
-            .map(|r| format!("({})", r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")))
+            .map(|r| {
+                format!(
+                    "({})",
+                    r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")
+                )
+            })
             .collect();
-        let sql = format!("INSERT INTO {} ({}) VALUES {}", self.cfg.source(), self.column_list(), values.join(",\n"));
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES {}",
+            self.cfg.source(),
+            self.column_list(),
+            values.join(",\n")
+        );
         self.exec(&sql);
     }
 
@@ -393,7 +494,11 @@ impl<'a> Scenario<'a> {
             data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
             data.push('\n');
         }
-        let sql = format!("COPY {} ({}) FROM STDIN", self.cfg.source(), self.column_list());
+        let sql = format!(
+            "COPY {} ({}) FROM STDIN",
+            self.cfg.source(),
+            self.column_list()
+        );
         let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
             w.write_all(data.as_bytes()).expect("COPY data");
             w.finish()
@@ -424,8 +529,17 @@ impl<'a> Scenario<'a> {
             &[&self.cfg.pipeline, &doc],
         );
         match result {
-            Ok(r) => Counts { accepted: r.get(0), late: r.get(1), refused: r.get(2), duplicates: r.get(3) },
-            Err(e) => panic!("{}: eventtime.ingest failed: {}", self.ctx(), db::describe(&e)),
+            Ok(r) => Counts {
+                accepted: r.get(0),
+                late: r.get(1),
+                refused: r.get(2),
+                duplicates: r.get(3),
+            },
+            Err(e) => panic!(
+                "{}: eventtime.ingest failed: {}",
+                self.ctx(),
+                db::describe(&e)
+            ),
         }
     }
 
@@ -439,8 +553,15 @@ impl<'a> Scenario<'a> {
                 Landing::Open { window_start } | Landing::Late { window_start } => {
                     accepted.push(format!("({vals}, {})", Val::Ts(window_start).sql()));
                 }
-                Landing::Refused { window_start, window_end, deadline, watermark } => {
-                    let meta = [window_start, window_end, deadline, watermark].map(|t| Val::Ts(t).sql()).join(", ");
+                Landing::Refused {
+                    window_start,
+                    window_end,
+                    deadline,
+                    watermark,
+                } => {
+                    let meta = [window_start, window_end, deadline, watermark]
+                        .map(|t| Val::Ts(t).sql())
+                        .join(", ");
                     refused.push(format!("({vals}, {meta})"));
                     self.refused_sent.push(self.sent.len());
                 }
@@ -448,10 +569,16 @@ impl<'a> Scenario<'a> {
             self.sent.push(row.clone());
         }
         if !accepted.is_empty() {
-            self.exec(&format!("INSERT INTO m_accepted VALUES {}", accepted.join(",\n")));
+            self.exec(&format!(
+                "INSERT INTO m_accepted VALUES {}",
+                accepted.join(",\n")
+            ));
         }
         if !refused.is_empty() {
-            self.exec(&format!("INSERT INTO m_refused VALUES {}", refused.join(",\n")));
+            self.exec(&format!(
+                "INSERT INTO m_refused VALUES {}",
+                refused.join(",\n")
+            ));
         }
     }
 
@@ -469,11 +596,16 @@ impl<'a> Scenario<'a> {
                 let mut boundaries = vec![next_end, next_end + l];
                 for ((_, start), w) in &self.model.windows {
                     if w.live {
-                        boundaries.extend([start + s, start + s + l].into_iter().filter(|&b| b > cur));
+                        boundaries
+                            .extend([start + s, start + s + l].into_iter().filter(|&b| b > cur));
                     }
                 }
                 let b = boundaries[self.rng.random_range(0..boundaries.len())];
-                if self.rng.random_bool(0.2) { b - 1 } else { b }
+                if self.rng.random_bool(0.2) {
+                    b - 1
+                } else {
+                    b
+                }
             }
             _ => (cur + self.rng.random_range(1..=s * 3 / 2)).div_euclid(SECOND) * SECOND,
         }
@@ -483,7 +615,10 @@ impl<'a> Scenario<'a> {
         let to = to.unwrap_or_else(|| self.pick_watermark());
         self.action = format!(
             "advance_watermark from {} to {}",
-            self.model.watermark.map(ts_text).unwrap_or_else(|| "NULL".into()),
+            self.model
+                .watermark
+                .map(ts_text)
+                .unwrap_or_else(|| "NULL".into()),
             ts_text(to)
         );
         self.stats.advances += 1;
@@ -496,8 +631,17 @@ impl<'a> Scenario<'a> {
             quote_literal(self.cfg.pipeline),
             quote_literal(&ts_text(to))
         ));
-        let expected = vec![vec![Some(fired.to_string()), Some(purged.to_string()), self.model.watermark.map(ts_key)]];
-        assert_eq!(got, expected, "{}: advance_watermark returns (windows fired, windows purged, watermark)", self.ctx());
+        let expected = vec![vec![
+            Some(fired.to_string()),
+            Some(purged.to_string()),
+            self.model.watermark.map(ts_key),
+        ]];
+        assert_eq!(
+            got,
+            expected,
+            "{}: advance_watermark returns (windows fired, windows purged, watermark)",
+            self.ctx()
+        );
     }
 
     fn check(&mut self) {
@@ -510,7 +654,9 @@ impl<'a> Scenario<'a> {
 
     /// Every row is accounted for once, and the pipeline's counters agree with the model.
     fn check_counters(&mut self) {
-        let accepted = self.rows("SELECT count(*)::text FROM m_accepted")[0][0].clone().unwrap();
+        let accepted = self.rows("SELECT count(*)::text FROM m_accepted")[0][0]
+            .clone()
+            .unwrap();
         let accepted: i64 = accepted.parse().unwrap();
         assert_eq!(
             accepted + self.model.refused + self.model.duplicates,
@@ -556,13 +702,21 @@ impl<'a> Scenario<'a> {
         for mut row in grouped {
             let keys: Keys = row[..nk].to_vec();
             let start: i64 = row[nk].as_deref().unwrap().parse().unwrap();
-            let window = self.model.windows.get(&(keys, start)).expect("accepted rows have a model window");
+            let window = self
+                .model
+                .windows
+                .get(&(keys, start))
+                .expect("accepted rows have a model window");
             if !window.firings.is_empty() {
                 row.insert(nk + 1, Some(window.firings.len().to_string()));
                 expected.push(row);
             }
         }
-        self.assert_same_rows("_latest (keys, window_start, version, aggregates)", actual, expected);
+        self.assert_same_rows(
+            "_latest (keys, window_start, version, aggregates)",
+            actual,
+            expected,
+        );
     }
 
     fn check_refused(&mut self) {
@@ -602,7 +756,14 @@ impl<'a> Scenario<'a> {
         let mut current = BTreeMap::new();
         for row in &mut actual {
             let text = row.pop().unwrap().unwrap_or_default();
-            current.insert((row[..nk].to_vec(), row[nk].clone().unwrap(), row[nk + 1].clone().unwrap()), text);
+            current.insert(
+                (
+                    row[..nk].to_vec(),
+                    row[nk].clone().unwrap(),
+                    row[nk + 1].clone().unwrap(),
+                ),
+                text,
+            );
         }
         let mut expected = Vec::new();
         for ((keys, start), w) in &self.model.windows {
@@ -627,8 +788,14 @@ impl<'a> Scenario<'a> {
         for (key, before) in &self.snapshots {
             match current.get(key) {
                 Some(now) if now == before => {}
-                Some(now) => panic!("{}: history row {key:?} changed\n  was: {before}\n  now: {now}", self.ctx()),
-                None => panic!("{}: history row {key:?} disappeared; it was: {before}", self.ctx()),
+                Some(now) => panic!(
+                    "{}: history row {key:?} changed\n  was: {before}\n  now: {now}",
+                    self.ctx()
+                ),
+                None => panic!(
+                    "{}: history row {key:?} disappeared; it was: {before}",
+                    self.ctx()
+                ),
             }
         }
         self.snapshots.extend(current);
@@ -642,17 +809,29 @@ impl<'a> Scenario<'a> {
             self.aliases_text()
         );
         let actual = self.rows(&format!("SELECT {cols} FROM {}", self.cfg.view("_sealed")));
-        let expected = self.rows(&format!("SELECT {cols} FROM {} WHERE version = 1", self.cfg.view("_history")));
+        let expected = self.rows(&format!(
+            "SELECT {cols} FROM {} WHERE version = 1",
+            self.cfg.view("_history")
+        ));
         self.assert_same_rows("_sealed against version 1 of _history", actual, expected);
     }
 
     fn check_no_state(&mut self) {
-        assert!(self.model.windows.values().all(|w| !w.live), "{}: the model still has live windows", self.ctx());
+        assert!(
+            self.model.windows.values().all(|w| !w.live),
+            "{}: the model still has live windows",
+            self.ctx()
+        );
         let got = self.rows(&format!(
             "SELECT state_rows::text FROM eventtime.pipelines WHERE name = {}",
             quote_literal(self.cfg.pipeline)
         ));
-        assert_eq!(got, vec![vec![Some("0".to_string())]], "{}: no state rows after watermark 'infinity'", self.ctx());
+        assert_eq!(
+            got,
+            vec![vec![Some("0".to_string())]],
+            "{}: no state rows after watermark 'infinity'",
+            self.ctx()
+        );
     }
 
     /// Compares two multisets of rows and names the rows missing on either side.
@@ -686,8 +865,15 @@ impl<'a> Scenario<'a> {
             }
         }
         let show = |rows: &[&Row]| {
-            rows.iter().take(8).map(|r| format!("\n    {r:?}")).collect::<String>()
-                + &if rows.len() > 8 { format!("\n    ... {} more", rows.len() - 8) } else { String::new() }
+            rows.iter()
+                .take(8)
+                .map(|r| format!("\n    {r:?}"))
+                .collect::<String>()
+                + &if rows.len() > 8 {
+                    format!("\n    ... {} more", rows.len() - 8)
+                } else {
+                    String::new()
+                }
         };
         panic!(
             "{}: {what} differs from the model ({} rows, expected {})\n  expected but missing:{}\n  present but not expected:{}",

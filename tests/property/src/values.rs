@@ -90,7 +90,11 @@ pub fn ts_text(us: i64) -> String {
 /// A timestamp the way the checks compare it: the text of the `us()` SQL function that the
 /// test installs, microseconds since the Unix epoch or `infinity`.
 pub fn ts_key(us: i64) -> String {
-    if us == INFINITY { "infinity".into() } else { us.to_string() }
+    if us == INFINITY {
+        "infinity".into()
+    } else {
+        us.to_string()
+    }
 }
 
 /// `"2026-10-29 18:02"`, read as UTC.
@@ -148,10 +152,16 @@ mod tests {
         assert_eq!(decimal(1250, 2), "12.50");
         assert_eq!(decimal(-5, 3), "-0.005");
         assert_eq!(decimal(-7, 0), "-7");
-        assert_eq!(ts_text(utc("2026-10-29 18:02")), "2026-10-29 18:02:00.000000+00");
+        assert_eq!(
+            ts_text(utc("2026-10-29 18:02")),
+            "2026-10-29 18:02:00.000000+00"
+        );
         assert_eq!(ts_text(-1), "1969-12-31 23:59:59.999999+00");
         assert_eq!(Val::Text("a\tb\\N\n".into()).copy(), "a\\tb\\\\N\\n");
-        assert_eq!(Val::Text("\"q\"\u{1}".into()).json(), "\"\\\"q\\\"\\u0001\"");
+        assert_eq!(
+            Val::Text("\"q\"\u{1}".into()).json(),
+            "\"\\\"q\\\"\\u0001\""
+        );
         assert_eq!(Val::Text("O'Brien".into()).sql(), "'O''Brien'");
     }
 }

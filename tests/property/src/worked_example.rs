@@ -33,7 +33,13 @@ impl Example {
             n = quote_literal(name),
             src = quote_literal(&t),
         );
-        self.db.batch_execute(&sql).unwrap_or_else(|e| panic!("seed {}: setting up {name}: {}", self.seed, db::describe(&e)));
+        self.db.batch_execute(&sql).unwrap_or_else(|e| {
+            panic!(
+                "seed {}: setting up {name}: {}",
+                self.seed,
+                db::describe(&e)
+            )
+        });
     }
 
     fn advance(&mut self, name: &str, w: &str) {
@@ -74,16 +80,28 @@ fn s(v: &str) -> Option<String> {
 }
 
 fn counts(accepted: u8, late: u8, refused: u8, duplicates: u8) -> Vec<Option<String>> {
-    [accepted, late, refused, duplicates].iter().map(|c| s(&c.to_string())).collect()
+    [accepted, late, refused, duplicates]
+        .iter()
+        .map(|c| s(&c.to_string()))
+        .collect()
 }
 
 fn firing(version: &str, kind: &str, orders: &str, sealed: &str, watermark: &str) -> Row {
-    vec![s(version), s(kind), s(orders), s(sealed), s(&ts_key(utc(watermark)))]
+    vec![
+        s(version),
+        s(kind),
+        s(orders),
+        s(sealed),
+        s(&ts_key(utc(watermark))),
+    ]
 }
 
 pub fn run(seed: u64) {
     println!("seed {seed}");
-    let mut ex = Example { db: db::fresh_database(DB), seed };
+    let mut ex = Example {
+        db: db::fresh_database(DB),
+        seed,
+    };
     let ctx = format!("seed {seed}, SPEC §2 worked example");
 
     // The pure landing rule.
@@ -92,22 +110,42 @@ pub fn run(seed: u64) {
          FROM unnest(ARRAY['2026-10-29 20:00+00', '2026-10-30 12:00+00', '2026-11-01 00:00+00']::timestamptz[]) w
          ORDER BY w",
     );
-    assert_eq!(landings, vec![vec![s("open")], vec![s("late-firing")], vec![s("side-output")]], "{ctx}: eventtime.landing");
+    assert_eq!(
+        landings,
+        vec![
+            vec![s("open")],
+            vec![s("late-firing")],
+            vec![s("side-output")]
+        ],
+        "{ctx}: eventtime.landing"
+    );
 
     // Watermark 2026-10-29 20:00: open; the order is counted in the main firing.
     ex.pipeline("at_2000");
     ex.advance("at_2000", "2026-10-29 20:00");
-    assert_eq!(ex.order_8841("at_2000"), counts(1, 0, 0, 0), "{ctx}: under 2026-10-29 20:00 the order is open");
+    assert_eq!(
+        ex.order_8841("at_2000"),
+        counts(1, 0, 0, 0),
+        "{ctx}: under 2026-10-29 20:00 the order is open"
+    );
     ex.advance("at_2000", "2026-10-30 00:00");
     let (firings, _) = ex.tuesday("at_2000");
-    assert_eq!(firings, vec![firing("1", "main", "1403", "true", "2026-10-30 00:00")], "{ctx}: open order in version 1");
+    assert_eq!(
+        firings,
+        vec![firing("1", "main", "1403", "true", "2026-10-30 00:00")],
+        "{ctx}: open order in version 1"
+    );
 
     // Watermark 2026-10-30 12:00: late-firing; version 2 beside the sealed version 1.
     ex.pipeline("at_noon");
     ex.advance("at_noon", "2026-10-30 00:00");
     let (_, sealed) = ex.tuesday("at_noon");
     ex.advance("at_noon", "2026-10-30 12:00");
-    assert_eq!(ex.order_8841("at_noon"), counts(0, 1, 0, 0), "{ctx}: under 2026-10-30 12:00 the order is late");
+    assert_eq!(
+        ex.order_8841("at_noon"),
+        counts(0, 1, 0, 0),
+        "{ctx}: under 2026-10-30 12:00 the order is late"
+    );
     let (firings, texts) = ex.tuesday("at_noon");
     assert_eq!(
         firings,
@@ -117,7 +155,11 @@ pub fn run(seed: u64) {
         ],
         "{ctx}: late order makes version 2"
     );
-    assert_eq!(texts[..1], sealed[..], "{ctx}: version 1 unchanged by the late order");
+    assert_eq!(
+        texts[..1],
+        sealed[..],
+        "{ctx}: version 1 unchanged by the late order"
+    );
 
     // Watermark 2026-11-01 00:00: side-output; refused with its window and the watermark, and
     // the day's sealed total stays at version 1, 1,402 orders.
@@ -125,7 +167,11 @@ pub fn run(seed: u64) {
     ex.advance("at_nov1", "2026-10-30 00:00");
     let (_, sealed) = ex.tuesday("at_nov1");
     ex.advance("at_nov1", "2026-11-01 00:00");
-    assert_eq!(ex.order_8841("at_nov1"), counts(0, 0, 1, 0), "{ctx}: under 2026-11-01 00:00 the order is refused");
+    assert_eq!(
+        ex.order_8841("at_nov1"),
+        counts(0, 0, 1, 0),
+        "{ctx}: under 2026-11-01 00:00 the order is refused"
+    );
     let refused_sql = "SELECT store, event_id::text, us(event_time), us(window_start), us(window_end), us(deadline), \
                        us(watermark), \"row\"->>'amount' FROM at_nov1_refused";
     let expected_refused = vec![vec![
@@ -138,18 +184,45 @@ pub fn run(seed: u64) {
         s(&ts_key(utc("2026-11-01 00:00"))),
         s("42"),
     ]];
-    assert_eq!(ex.rows(refused_sql), expected_refused, "{ctx}: order 8841 in refused rows");
+    assert_eq!(
+        ex.rows(refused_sql),
+        expected_refused,
+        "{ctx}: order 8841 in refused rows"
+    );
     let (firings, texts) = ex.tuesday("at_nov1");
-    assert_eq!(firings, vec![firing("1", "main", "1402", "true", "2026-10-30 00:00")], "{ctx}: only version 1");
-    assert_eq!(texts, sealed, "{ctx}: sealed version 1 unchanged by the refused order");
+    assert_eq!(
+        firings,
+        vec![firing("1", "main", "1402", "true", "2026-10-30 00:00")],
+        "{ctx}: only version 1"
+    );
+    assert_eq!(
+        texts, sealed,
+        "{ctx}: sealed version 1 unchanged by the refused order"
+    );
     let published = ex.rows("SELECT version::text, orders::text FROM at_nov1_sealed UNION ALL SELECT version::text, orders::text FROM at_nov1_latest");
-    assert_eq!(published, vec![vec![s("1"), s("1402")]; 2], "{ctx}: sealed and latest both version 1 with 1,402 orders");
+    assert_eq!(
+        published,
+        vec![vec![s("1"), s("1402")]; 2],
+        "{ctx}: sealed and latest both version 1 with 1,402 orders"
+    );
 
     // The broker redelivers it: a duplicate, and still one refused row.
-    assert_eq!(ex.order_8841("at_nov1"), counts(0, 0, 0, 1), "{ctx}: the redelivered refused order is a duplicate");
-    assert_eq!(ex.rows(refused_sql), expected_refused, "{ctx}: still one refused row after the redelivery");
+    assert_eq!(
+        ex.order_8841("at_nov1"),
+        counts(0, 0, 0, 1),
+        "{ctx}: the redelivered refused order is a duplicate"
+    );
+    assert_eq!(
+        ex.rows(refused_sql),
+        expected_refused,
+        "{ctx}: still one refused row after the redelivery"
+    );
     let pipeline = ex.rows("SELECT refused::text, duplicates::text, firings::text FROM eventtime.pipelines WHERE name = 'at_nov1'");
-    assert_eq!(pipeline, vec![vec![s("1"), s("1"), s("1")]], "{ctx}: pipelines (refused, duplicates, firings)");
+    assert_eq!(
+        pipeline,
+        vec![vec![s("1"), s("1"), s("1")]],
+        "{ctx}: pipelines (refused, duplicates, firings)"
+    );
 
     drop(ex);
     db::drop_database(DB);
