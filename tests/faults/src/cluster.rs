@@ -2,7 +2,8 @@
 //! `postgres`, listening on 127.0.0.1 on a free port, `fsync=on`. Every server program runs
 //! through `runuser -u postgres --` (the tests run as root). Dropping the guard stops the server
 //! and removes the directory, also when the test panics (then the tail of the server log is
-//! printed, and the whole log is copied to `target/faults-logs/`).
+//! printed, and the whole log is copied to `target/faults-logs/`). Clients connect over TCP as any
+//! login role (`connect_as`; trust authentication), by default as the superuser `postgres`.
 
 use std::fs;
 use std::net::TcpListener;
@@ -11,7 +12,10 @@ use std::process::{Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, NoTls};
+use postgres::{Client, Config, NoTls};
+
+/// The superuser of every test cluster (`initdb -U postgres`).
+pub const SUPERUSER: &str = "postgres";
 
 pub fn pg_bin() -> PathBuf {
     PathBuf::from(
@@ -144,7 +148,7 @@ impl Cluster {
     pub fn wait_ready(&self, limit: Duration) {
         let t = Instant::now();
         loop {
-            match Client::connect(&self.connstr("postgres"), NoTls) {
+            match self.config("postgres", SUPERUSER).connect(NoTls) {
                 Ok(_) => return,
                 Err(e) if t.elapsed() < limit => {
                     let _ = e;
@@ -158,18 +162,28 @@ impl Cluster {
         }
     }
 
-    pub fn connstr(&self, db: &str) -> String {
-        format!(
-            "host=127.0.0.1 port={} user=postgres dbname={} connect_timeout=10",
-            self.port, db
-        )
+    /// The settings of a connection to database `db` as role `user` over TCP (trust
+    /// authentication: any role that may log in connects without a password).
+    pub fn config(&self, db: &str, user: &str) -> Config {
+        let mut c = Config::new();
+        c.host("127.0.0.1")
+            .port(self.port)
+            .user(user)
+            .dbname(db)
+            .connect_timeout(Duration::from_secs(10));
+        c
     }
 
-    /// A new connection with `SET TimeZone = 'UTC'`.
+    /// A new connection as the superuser `postgres`, with `SET TimeZone = 'UTC'`.
     pub fn connect(&self, db: &str) -> Client {
-        self.try_connect(db).unwrap_or_else(|e| {
+        self.connect_as(db, SUPERUSER)
+    }
+
+    /// A new connection logged in as `user`, with `SET TimeZone = 'UTC'`.
+    pub fn connect_as(&self, db: &str, user: &str) -> Client {
+        self.try_connect_as(db, user).unwrap_or_else(|e| {
             panic!(
-                "connect to {db} on port {}: {}",
+                "connect to {db} as {user} on port {}: {}",
                 self.port,
                 crate::db::describe(&e)
             )
@@ -177,7 +191,11 @@ impl Cluster {
     }
 
     pub fn try_connect(&self, db: &str) -> Result<Client, postgres::Error> {
-        let mut c = Client::connect(&self.connstr(db), NoTls)?;
+        self.try_connect_as(db, SUPERUSER)
+    }
+
+    pub fn try_connect_as(&self, db: &str, user: &str) -> Result<Client, postgres::Error> {
+        let mut c = self.config(db, user).connect(NoTls)?;
         c.batch_execute("SET TimeZone = 'UTC'")?;
         Ok(c)
     }

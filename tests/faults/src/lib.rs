@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod cluster;
 pub mod db;
+pub mod roles;
 pub mod rows;
 pub mod sources;
 pub mod workload;

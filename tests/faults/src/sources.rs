@@ -36,11 +36,11 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, SUPERUSER};
 use crate::db::{classify, describe, Failure};
 use crate::workload::{
     connect, guarded, micros_sql, snapshot_sealed, ts_text, AdvancerOut, Shared, EVENTS_TABLE,
-    INFINITY, MINUTE, PIPELINE, PIPELINE_ARGS,
+    INFINITY, MINUTE, OWNER, PIPELINE, PIPELINE_ARGS,
 };
 
 /// The source ingest statements of a lag pipeline advance.
@@ -147,19 +147,25 @@ pub fn logged_op(c: &mut Client, op: &Op) -> Result<Option<i64>, postgres::Error
     Ok(reported)
 }
 
-/// Advances every registered source of the pipeline to `infinity`, logged.
+/// Advances every registered source of the pipeline (as `eventtime.sources` shows them to the
+/// role of `c`, its owner) to `infinity`, logged.
 pub fn advance_every_source_to_infinity(c: &mut Client) -> Result<Vec<String>, postgres::Error> {
     let names: Vec<String> = c
         .query(
-            "SELECT s.name FROM _eventtime.source s JOIN _eventtime.pipeline p ON p.id = s.pipeline_id
-             WHERE p.name = $1 ORDER BY s.name",
+            "SELECT source FROM eventtime.sources WHERE pipeline = $1 ORDER BY source",
             &[&PIPELINE],
         )?
         .iter()
         .map(|r| r.get(0))
         .collect();
     for n in &names {
-        logged_op(c, &Op::Advance { source: n.clone(), to: INFINITY })?;
+        logged_op(
+            c,
+            &Op::Advance {
+                source: n.clone(),
+                to: INFINITY,
+            },
+        )?;
     }
     Ok(names)
 }
@@ -214,7 +220,11 @@ impl Model {
         if ahead {
             self.sources.insert(
                 source.to_string(),
-                SourceState { watermark: to, advanced_at: now, marked_idle: false },
+                SourceState {
+                    watermark: to,
+                    advanced_at: now,
+                    marked_idle: false,
+                },
             );
         }
         self.recompute(now);
@@ -269,12 +279,18 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
     let lag: Option<i64> = r.get(1);
     let idle_timeout: Option<i64> = r.get(2);
     let now: i64 = r.get::<_, Option<i64>>(3).expect("now()");
-    let mut model = Model { idle_timeout, ..Default::default() };
+    let mut model = Model {
+        idle_timeout,
+        ..Default::default()
+    };
 
     let mut batch_max: HashMap<i64, i64> = HashMap::new();
     if lag.is_some() {
         for r in c.query(
-            &format!("SELECT batch_id, {} FROM events GROUP BY batch_id", micros_sql("max(ts)")),
+            &format!(
+                "SELECT batch_id, {} FROM events GROUP BY batch_id",
+                micros_sql("max(ts)")
+            ),
             &[],
         )? {
             batch_max.insert(r.get(0), r.get::<_, Option<i64>>(1).expect("max(ts)"));
@@ -306,13 +322,19 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
             "batch" => {
                 let b = batch_id.expect("batch id");
                 let Some(lag) = lag else {
-                    v.push(format!("log row {seq}: a batch in a pipeline without watermark_lag"));
+                    v.push(format!(
+                        "log row {seq}: a batch in a pipeline without watermark_lag"
+                    ));
                     continue;
                 };
                 match batch_max.get(&b) {
                     Some(&max) => {
                         model.advance(LAG_SOURCE, max.saturating_sub(lag), at);
-                        format!("ingest of batch {b} (greatest event time {}, so {LAG_SOURCE} to {})", ts_text(max), ts_text(max.saturating_sub(lag)))
+                        format!(
+                            "ingest of batch {b} (greatest event time {}, so {LAG_SOURCE} to {})",
+                            ts_text(max),
+                            ts_text(max.saturating_sub(lag))
+                        )
                     }
                     None => {
                         v.push(format!("log row {seq}: batch {b} has no rows in events"));
@@ -336,13 +358,25 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
         };
         let mut bad = Vec::new();
         if wm_after != model.watermark {
-            bad.push(format!("pipeline watermark after it {} (model: {})", opt_ts(wm_after), opt_ts(model.watermark)));
+            bad.push(format!(
+                "pipeline watermark after it {} (model: {})",
+                opt_ts(wm_after),
+                opt_ts(model.watermark)
+            ));
         }
         if op != "batch" && reported != model.watermark {
-            bad.push(format!("the call returned watermark {} (model: {})", opt_ts(reported), opt_ts(model.watermark)));
+            bad.push(format!(
+                "the call returned watermark {} (model: {})",
+                opt_ts(reported),
+                opt_ts(model.watermark)
+            ));
         }
         if before_last.is_some_and(|b| wm_after.is_none_or(|w| w < b)) {
-            bad.push(format!("THE PIPELINE WATERMARK WENT BACK from {} to {}", opt_ts(before_last), opt_ts(wm_after)));
+            bad.push(format!(
+                "THE PIPELINE WATERMARK WENT BACK from {} to {}",
+                opt_ts(before_last),
+                opt_ts(wm_after)
+            ));
         }
         if !bad.is_empty() {
             mismatches += 1;
@@ -359,7 +393,9 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
         }
     }
     if mismatches > 8 {
-        v.push(format!("... {mismatches} log rows differ from the model in all"));
+        v.push(format!(
+            "... {mismatches} log rows differ from the model in all"
+        ));
     }
 
     // The sources as stored.
@@ -420,7 +456,9 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
             r.get::<_, bool>(5),
         );
         let Some(s) = model.sources.get(&name) else {
-            v.push(format!("eventtime.sources lists {name:?}, which the log never registered"));
+            v.push(format!(
+                "eventtime.sources lists {name:?}, which the log never registered"
+            ));
             continue;
         };
         seen += 1;
@@ -440,9 +478,17 @@ pub fn replay<C: GenericClient>(c: &mut C) -> Result<Replay, postgres::Error> {
         }
     }
     if seen != model.sources.len() {
-        v.push(format!("eventtime.sources lists {seen} of the {} sources of the log", model.sources.len()));
+        v.push(format!(
+            "eventtime.sources lists {seen} of the {} sources of the log",
+            model.sources.len()
+        ));
     }
-    Ok(Replay { violations: v, model, entries: rows.len(), before_last })
+    Ok(Replay {
+        violations: v,
+        model,
+        entries: rows.len(),
+        before_last,
+    })
 }
 
 fn describe_sources(m: &Model, now: i64) -> String {
@@ -452,7 +498,9 @@ fn describe_sources(m: &Model, now: i64) -> String {
             format!(
                 "{n}={}{}",
                 ts_text(s.watermark),
-                m.idle_reason(s, now).map(|r| format!(" ({r})")).unwrap_or_default()
+                m.idle_reason(s, now)
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
             )
         })
         .collect::<Vec<_>>()
@@ -517,7 +565,9 @@ pub fn run_driver(
     idx: usize,
     cfg: &DriverConfig,
 ) -> Result<DriverOut, String> {
-    guarded(shared, &format!("source thread {idx}"), || driver_loop(cluster, shared, seed, idx, cfg))
+    guarded(shared, &format!("source thread {idx}"), || {
+        driver_loop(cluster, shared, seed, idx, cfg)
+    })
 }
 
 fn driver_loop(
@@ -527,9 +577,10 @@ fn driver_loop(
     idx: usize,
     cfg: &DriverConfig,
 ) -> Result<DriverOut, String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0000 ^ (idx as u64).wrapping_mul(0x1000_0001));
+    let mut rng =
+        ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0000 ^ (idx as u64).wrapping_mul(0x1000_0001));
     let mut out = DriverOut::default();
-    let mut client = Some(connect(cluster, shared, cfg.crash_mode)?);
+    let mut client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
     let mut registered: Vec<bool> = vec![false; cfg.own.len()];
     while shared.workers_left.load(Ordering::SeqCst) > 0 {
         if shared.aborted() {
@@ -542,14 +593,14 @@ fn driver_loop(
         };
         thread::sleep(Duration::from_millis(ms));
         if client.is_none() {
-            client = Some(connect(cluster, shared, cfg.crash_mode)?);
+            client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
         }
         let mut anchor = shared.watermark.load(Ordering::SeqCst);
         if let Some(a) = &cfg.anchor_source {
             let r = client.as_mut().unwrap().query_opt(
                 &format!(
-                    "SELECT {} FROM _eventtime.source s JOIN _eventtime.pipeline p ON p.id = s.pipeline_id WHERE p.name = $1 AND s.name = $2",
-                    micros_sql("s.watermark")
+                    "SELECT {} FROM eventtime.sources WHERE pipeline = $1 AND source = $2",
+                    micros_sql("watermark")
                 ),
                 &[&PIPELINE, a],
             );
@@ -575,16 +626,26 @@ fn driver_loop(
             + rng.random_range(0..60_000_000);
         let u: f64 = rng.random();
         let op = if let Some(i) = registered.iter().position(|r| !r) {
-            Op::Advance { source: cfg.own[i].clone(), to }
+            Op::Advance {
+                source: cfg.own[i].clone(),
+                to,
+            }
         } else if u < cfg.p_mark_own {
-            Op::MarkIdle { source: cfg.own.choose(&mut rng).unwrap().clone() }
+            Op::MarkIdle {
+                source: cfg.own.choose(&mut rng).unwrap().clone(),
+            }
         } else if u < cfg.p_mark_own + cfg.p_mark_other && !cfg.others.is_empty() {
-            Op::MarkIdle { source: cfg.others.choose(&mut rng).unwrap().clone() }
+            Op::MarkIdle {
+                source: cfg.others.choose(&mut rng).unwrap().clone(),
+            }
         } else {
-            Op::Advance { source: cfg.own.choose(&mut rng).unwrap().clone(), to }
+            Op::Advance {
+                source: cfg.own.choose(&mut rng).unwrap().clone(),
+                to,
+            }
         };
         if client.is_none() {
-            client = Some(connect(cluster, shared, cfg.crash_mode)?);
+            client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
         }
         shared.in_advance.store(true, Ordering::SeqCst);
         let t = std::time::Instant::now();
@@ -614,7 +675,10 @@ fn driver_loop(
                     out.unknown_source += 1;
                 }
                 Failure::Retry(code) => {
-                    eprintln!("  source thread {idx}: {op:?} failed with {code}: {}", describe(&e));
+                    eprintln!(
+                        "  source thread {idx}: {op:?} failed with {code}: {}",
+                        describe(&e)
+                    );
                     *out.retries.entry(code).or_default() += 1;
                 }
                 Failure::ConnectionLost(_) if cfg.crash_mode => {
@@ -674,7 +738,9 @@ pub fn run_monitor(
     cfg: &MonitorConfig,
     stop: &AtomicBool,
 ) -> Result<MonitorOut, String> {
-    guarded(shared, "monitor", || monitor_loop(cluster, shared, seed, cfg, stop))
+    guarded(shared, "monitor", || {
+        monitor_loop(cluster, shared, seed, cfg, stop)
+    })
 }
 
 const SAMPLE_SQL: &str = "
@@ -686,8 +752,16 @@ SELECT pw, lw, n, mn, act FROM (
          (SELECT count(*) FROM eventtime.sources WHERE pipeline = 'faults' AND NOT idle) AS act) x";
 
 fn sample_sql() -> String {
-    SAMPLE_SQL
-        .replacen("SELECT pw, lw, n, mn, act", &format!("SELECT {}, {}, n, {}, act", micros_sql("pw"), micros_sql("lw"), micros_sql("mn")), 1)
+    SAMPLE_SQL.replacen(
+        "SELECT pw, lw, n, mn, act",
+        &format!(
+            "SELECT {}, {}, n, {}, act",
+            micros_sql("pw"),
+            micros_sql("lw"),
+            micros_sql("mn")
+        ),
+        1,
+    )
 }
 
 /// A lost connection (the server was killed).
@@ -711,7 +785,10 @@ fn monitor_loop(
     stop: &AtomicBool,
 ) -> Result<MonitorOut, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3051_7002);
-    let mut out = MonitorOut { last_read_wm: i64::MIN, ..Default::default() };
+    let mut out = MonitorOut {
+        last_read_wm: i64::MIN,
+        ..Default::default()
+    };
     let sql = sample_sql();
     let mut client: Option<Client> = None;
     let mut fresh_connection = false;
@@ -721,11 +798,14 @@ fn monitor_loop(
             return Err("aborted".into());
         }
         if client.is_none() {
-            client = Some(connect(cluster, shared, cfg.crash_mode)?);
+            client = Some(connect(cluster, SUPERUSER, shared, cfg.crash_mode)?);
             fresh_connection = out.samples > 0;
         }
         let c = client.as_mut().unwrap();
-        let lost = |Lost(m): Lost, out: &mut MonitorOut, client: &mut Option<Client>| -> Result<(), String> {
+        let lost = |Lost(m): Lost,
+                    out: &mut MonitorOut,
+                    client: &mut Option<Client>|
+         -> Result<(), String> {
             if !cfg.crash_mode {
                 return Err(format!("connection lost: {m}"));
             }
@@ -736,7 +816,11 @@ fn monitor_loop(
         };
         // One sample, in one snapshot.
         let r = (|| {
-            let mut tx = c.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start()?;
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
             let r = tx.query_one(sql.as_str(), &[])?;
             tx.commit()?;
             Ok::<_, postgres::Error>((
@@ -788,7 +872,10 @@ fn monitor_loop(
         let every = |k: u64| k > 0 && out.samples % k == 0;
         if fresh_connection || final_round || every(cfg.sealed_every) {
             let c = client.as_mut().unwrap();
-            match lost_or_err(snapshot_sealed(c, &mut out.sealed, &mut out.last_read_wm, shared), "sealed read")? {
+            match lost_or_err(
+                snapshot_sealed(c, &mut out.sealed, &mut out.last_read_wm, shared),
+                "sealed read",
+            )? {
                 Ok(()) => {}
                 Err(s) => {
                     lost(s, &mut out, &mut client)?;
@@ -802,7 +889,10 @@ fn monitor_loop(
                 Ok(r) => {
                     out.replays += 1;
                     for x in r.violations {
-                        shared.violation(format!("replay of the log after {} entries: {x}", r.entries));
+                        shared.violation(format!(
+                            "replay of the log after {} entries: {x}",
+                            r.entries
+                        ));
                     }
                 }
                 Err(s) => {
@@ -822,7 +912,11 @@ fn monitor_loop(
                     for x in v {
                         shared.violation(format!(
                             "{} check: {x}",
-                            if fresh_connection { "after reconnecting" } else { "mid-run" }
+                            if fresh_connection {
+                                "after reconnecting"
+                            } else {
+                                "mid-run"
+                            }
                         ));
                     }
                 }
@@ -840,6 +934,8 @@ fn monitor_loop(
             final_round = true;
             continue;
         }
-        thread::sleep(Duration::from_millis(rng.random_range(cfg.pause_ms.0..=cfg.pause_ms.1)));
+        thread::sleep(Duration::from_millis(
+            rng.random_range(cfg.pause_ms.0..=cfg.pause_ms.1),
+        ));
     }
 }

@@ -20,8 +20,10 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cluster::Cluster;
-use crate::db::{describe, Failure};
+use crate::cluster::{Cluster, SUPERUSER};
+use crate::db::{describe, exec, Failure};
+pub use crate::roles::OWNER;
+use crate::roles::{assert_logged_in_as, create_login_role, table_owner};
 use crate::rows::{send, Method, TableSpec, Values};
 
 pub const PIPELINE: &str = "faults";
@@ -33,9 +35,8 @@ pub const T0: i64 = 1_767_225_600_000_000;
 pub const LATENESS: i64 = 2 * HOUR;
 pub const INFINITY: i64 = i64::MAX;
 
-/// The extension and the source table every case of the shared workload uses.
+/// The source table every case of the shared workload uses.
 pub const EVENTS_TABLE: &str = "
-CREATE EXTENSION pg_eventtime;
 CREATE TABLE events (
     delivery_id bigint PRIMARY KEY,
     batch_id    bigint NOT NULL,
@@ -58,7 +59,7 @@ pub const PIPELINE_ARGS: &str = "
     allowed_lateness => interval '2 hours',
     aggregates       => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi'";
 
-/// The source table, the batch log and the pipeline.
+/// The source table, the batch log and the pipeline, created by `OWNER` (see `create_db`).
 pub fn setup() -> String {
     format!(
         "{EVENTS_TABLE}
@@ -70,6 +71,28 @@ SELECT eventtime.create_pipeline({PIPELINE_ARGS}
 );
 "
     )
+}
+
+/// As the superuser: the login role `OWNER` (no other attribute), the database `DB` with the
+/// extension, and CREATE on its schema `public` for `OWNER`. Then, logged in as `OWNER`,
+/// `owner_sql` (`setup()` or the like): the source table, `batches` and the pipeline belong to
+/// it, and the workload's clients log in as it.
+pub fn create_db(cluster: &Cluster, owner_sql: &str) {
+    let mut su = cluster.connect("postgres");
+    create_login_role(&mut su, OWNER);
+    exec(&mut su, &format!("CREATE DATABASE {DB}"));
+    exec(
+        &mut cluster.connect(DB),
+        &format!("CREATE EXTENSION pg_eventtime; GRANT CREATE ON SCHEMA public TO {OWNER}"),
+    );
+    let mut owner = cluster.connect_as(DB, OWNER);
+    assert_logged_in_as(&mut owner, OWNER);
+    exec(&mut owner, owner_sql);
+    assert_eq!(
+        table_owner(&mut owner, "events"),
+        OWNER,
+        "the source table belongs to the role that created it"
+    );
 }
 
 pub fn table() -> TableSpec {
@@ -199,7 +222,11 @@ impl Shared {
 }
 
 /// Joins one thread of a run: its result, or its error or panic recorded in `errors`.
-pub fn join<T>(h: thread::ScopedJoinHandle<'_, Result<T, String>>, name: &str, errors: &mut Vec<String>) -> Option<T> {
+pub fn join<T>(
+    h: thread::ScopedJoinHandle<'_, Result<T, String>>,
+    name: &str,
+    errors: &mut Vec<String>,
+) -> Option<T> {
     match h.join() {
         Ok(Ok(v)) => Some(v),
         Ok(Err(e)) => {
@@ -289,12 +316,18 @@ pub struct Batch {
     pub rows: Vec<Values>,
 }
 
-/// Connects with the settings every client of these tests uses; in crash mode waits for the
-/// server to come back.
-pub fn connect(cluster: &Cluster, shared: &Shared, crash_mode: bool) -> Result<Client, String> {
+/// Connects as `user` with the settings every client of these tests uses; in crash mode waits
+/// for the server to come back. The ingest, advancing and source clients log in as `OWNER`; the
+/// killer and the monitor, which read every internal table, as the superuser.
+pub fn connect(
+    cluster: &Cluster,
+    user: &str,
+    shared: &Shared,
+    crash_mode: bool,
+) -> Result<Client, String> {
     let t = Instant::now();
     loop {
-        match cluster.try_connect(DB) {
+        match cluster.try_connect_as(DB, user) {
             Ok(mut c) => {
                 // Turns a hang into a failure: no lock wait of this workload is legitimately long.
                 match c.batch_execute("SET lock_timeout = '120s'; SET statement_timeout = '300s'") {
@@ -509,7 +542,7 @@ fn worker_loop(
         ChaCha8Rng::seed_from_u64(seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(idx as u64 + 1)));
     let t = table();
     let mut stats = Stats::default();
-    let mut client = Some(connect(cluster, shared, cfg.crash_mode)?);
+    let mut client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
     loop {
         if shared.aborted() {
             return Err("aborted".into());
@@ -530,7 +563,7 @@ fn worker_loop(
                 return Err(format!("batch {} not applied after 200 attempts", b.id));
             }
             if client.is_none() {
-                let mut c = connect(cluster, shared, cfg.crash_mode)?;
+                let mut c = connect(cluster, OWNER, shared, cfg.crash_mode)?;
                 // The connection was lost with this statement in flight: did it commit?
                 match c.query_one(
                     "SELECT EXISTS (SELECT 1 FROM batches WHERE batch_id = $1)",
@@ -576,7 +609,12 @@ fn worker_loop(
                         return Err(format!(
                             "{} failed: {:?}",
                             bs.iter()
-                                .map(|b| format!("batch {} ({} rows by {})", b.id, b.rows.len(), b.method.name()))
+                                .map(|b| format!(
+                                    "batch {} ({} rows by {})",
+                                    b.id,
+                                    b.rows.len(),
+                                    b.method.name()
+                                ))
                                 .collect::<Vec<_>>()
                                 .join(" then "),
                             f
@@ -760,7 +798,7 @@ fn advancer_loop(
         fired_complete: true,
         ..Default::default()
     };
-    let mut client = Some(connect(cluster, shared, cfg.crash_mode)?);
+    let mut client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
     let mut w = T0;
     let mut last_read_wm = i64::MIN;
     let mut finishing = false;
@@ -792,7 +830,7 @@ fn advancer_loop(
                 ));
             }
             if client.is_none() {
-                let mut c = connect(cluster, shared, cfg.crash_mode)?;
+                let mut c = connect(cluster, OWNER, shared, cfg.crash_mode)?;
                 match read_watermark(&mut c) {
                     Ok(cur) => {
                         client = Some(c);
@@ -838,7 +876,7 @@ fn advancer_loop(
         // Right after the commit: what is sealed now.
         loop {
             if client.is_none() {
-                client = Some(connect(cluster, shared, cfg.crash_mode)?);
+                client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
             }
             match snapshot_sealed(
                 client.as_mut().unwrap(),
@@ -860,7 +898,7 @@ fn advancer_loop(
         if cfg.check_every > 0 && out.advances % cfg.check_every == 0 && !finishing {
             loop {
                 if client.is_none() {
-                    client = Some(connect(cluster, shared, cfg.crash_mode)?);
+                    client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
                 }
                 match crate::checks::consistency(client.as_mut().unwrap()) {
                     Ok(v) => {
@@ -1013,7 +1051,7 @@ fn killer_loop(
         );
         out.kills = n;
         // Right after recovery: no advance half-applied, nothing lost.
-        let mut c = connect(cluster, shared, true)?;
+        let mut c = connect(cluster, SUPERUSER, shared, true)?;
         let check = |c: &mut Client| -> Result<Vec<String>, postgres::Error> {
             let mut v = crate::checks::consistency(c)?;
             if let Some(extra) = extra {
@@ -1031,7 +1069,7 @@ fn killer_loop(
                     break;
                 }
                 Err(e) => match crate::db::classify(&e) {
-                    Failure::ConnectionLost(_) => c = connect(cluster, shared, true)?,
+                    Failure::ConnectionLost(_) => c = connect(cluster, SUPERUSER, shared, true)?,
                     f => return Err(format!("check after crash {n}: {f:?}")),
                 },
             }

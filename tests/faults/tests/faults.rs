@@ -10,5 +10,7 @@ mod crash;
 mod dump_restore;
 #[path = "cases/interleaving.rs"]
 mod interleaving;
+#[path = "cases/roles.rs"]
+mod roles;
 #[path = "cases/sources.rs"]
 mod sources;

@@ -3,6 +3,8 @@
 //! inside statements) and one thread advancing the watermark a few times per second. Every
 //! committed row must be accounted for exactly once, the latest version of every window must be
 //! the aggregate of its accepted rows, sealed rows must never change, versions must be gapless.
+//! The source table, `batches` and the pipeline belong to the ordinary role `et_owner`; the ingest
+//! and advancing threads log in as it, the checks as the superuser.
 
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -10,9 +12,9 @@ use std::time::Instant;
 
 use pg_eventtime_faults::checks::{final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::exec;
 use pg_eventtime_faults::workload::{
-    join, join_workers, run_advancer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, setup,
+    create_db, join, join_workers, run_advancer, run_worker, setup, AdvancerConfig, Shared,
+    WorkerConfig, DB,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -21,11 +23,7 @@ fn concurrent_ingest_and_advances_account_for_every_row() {
     let seed = seed("concurrency");
     let started = Instant::now();
     let cluster = Cluster::start("concurrency", &[]);
-    exec(
-        &mut cluster.connect("postgres"),
-        &format!("CREATE DATABASE {DB}"),
-    );
-    exec(&mut cluster.connect(DB), &setup());
+    create_db(&cluster, &setup());
 
     let threads = 8usize;
     let total = env_num("FAULTS_EVENTS", 200_000);

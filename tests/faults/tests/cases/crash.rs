@@ -5,15 +5,18 @@
 //! commit. After each recovery: no advance is half-applied and the window state matches the
 //! committed rows. At the end: every committed statement is there exactly once, and the same
 //! invariants as in the concurrency test hold.
+//! As there, the workload's clients log in as the ordinary role `et_owner`, which owns the source
+//! table and the pipeline; the killer's checks connect as the superuser.
 
 use std::thread;
 use std::time::Instant;
 
 use pg_eventtime_faults::checks::{consistency, final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{describe, exec};
+use pg_eventtime_faults::db::describe;
 use pg_eventtime_faults::workload::{
-    join, join_workers, run_advancer, run_killer, run_worker, AdvancerConfig, Shared, WorkerConfig, DB, setup,
+    create_db, join, join_workers, run_advancer, run_killer, run_worker, setup, AdvancerConfig,
+    Shared, WorkerConfig, DB,
 };
 use pg_eventtime_faults::{env_num, seed};
 
@@ -26,11 +29,7 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
         "crash",
         &["checkpoint_timeout = 30s", "max_wal_size = 256MB"],
     );
-    exec(
-        &mut cluster.connect("postgres"),
-        &format!("CREATE DATABASE {DB}"),
-    );
-    exec(&mut cluster.connect(DB), &setup());
+    create_db(&cluster, &setup());
 
     let threads = 8usize;
     let total = env_num("FAULTS_CRASH_EVENTS", 80_000);

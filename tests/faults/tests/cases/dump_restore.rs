@@ -6,6 +6,11 @@
 //! runs uninterrupted on `c`. `b` must end equal to `c`: history (but `fired_at`), refused rows
 //! (but `refused_at`), the views derived from them, the counters of `eventtime.pipelines`, and the
 //! internal window state and event-id ledgers; before and after a final advance to `infinity`.
+//!
+//! Each source table and its pipeline belong to an ordinary role (`et_owner`, `Shop Owner`), which
+//! creates them and runs the workload; a third role reads one view of each by a GRANT. After the
+//! restore every object of each pipeline still belongs to its table's owner, the grants are there
+//! and the analyst, logged in, reads what they allow and nothing else.
 
 use std::collections::HashMap;
 
@@ -15,12 +20,31 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use pg_eventtime_faults::cluster::{check_output, Cluster};
-use pg_eventtime_faults::db::{describe, exec};
+use pg_eventtime_faults::db::{describe, exec, text_rows};
+use pg_eventtime_faults::roles::{
+    assert_logged_in_as, create_login_role, expect_denied, grants, pipeline_ownership,
+    visible_pipelines,
+};
 use pg_eventtime_faults::rows::{quote_ident, send, Method, TableSpec, Values};
 use pg_eventtime_faults::workload::{ts_text, HOUR, MINUTE, T0};
 
-const SETUP: &str = r#"
+/// The roles (global, so they exist for every database of the cluster and for the restore):
+/// `et_owner` owns `public.events` and its pipeline, `Shop Owner` (a name that needs quoting)
+/// owns `"Shop"` with its table and pipeline, `et_analyst` reads one view of each. None has any
+/// attribute but LOGIN.
+const OWNER: &str = "et_owner";
+const SHOP_OWNER: &str = "Shop Owner";
+const ANALYST: &str = "et_analyst";
+
+/// Per database, as the superuser.
+const SETUP_SUPERUSER: &str = r#"
 CREATE EXTENSION pg_eventtime;
+GRANT CREATE ON SCHEMA public TO et_owner;
+CREATE SCHEMA "Shop" AUTHORIZATION "Shop Owner";
+"#;
+
+/// Per database, as `et_owner`.
+const SETUP_OWNER: &str = r#"
 CREATE TABLE events (
     delivery_id bigint PRIMARY KEY,
     event_id    bigint NOT NULL,
@@ -29,7 +53,15 @@ CREATE TABLE events (
     amount      numeric NOT NULL,
     ts          timestamptz NOT NULL
 );
-CREATE SCHEMA "Shop";
+SELECT eventtime.create_pipeline(
+    name => 'hourly', source => 'events', event_time => 'ts', key => ARRAY['store', 'region'],
+    event_id => 'event_id', window_size => interval '1 hour', allowed_lateness => interval '2 hours',
+    aggregates => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, avg(amount) AS mean');
+GRANT SELECT ON hourly_latest TO et_analyst;
+"#;
+
+/// Per database, as `Shop Owner`.
+const SETUP_SHOP_OWNER: &str = r#"
 CREATE TABLE "Shop"."Order Lines" (
     "Order ID"  bigint,
     "Store"     text,
@@ -39,15 +71,110 @@ CREATE TABLE "Shop"."Order Lines" (
     note        text
 );
 SELECT eventtime.create_pipeline(
-    name => 'hourly', source => 'events', event_time => 'ts', key => ARRAY['store', 'region'],
-    event_id => 'event_id', window_size => interval '1 hour', allowed_lateness => interval '2 hours',
-    aggregates => 'count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, avg(amount) AS mean');
-SELECT eventtime.create_pipeline(
     name => 'Daily "Totals"', source => '"Shop"."Order Lines"', event_time => 'Placed At', key => ARRAY['Store'],
     event_id => 'Order ID', window_size => interval '1 day', allowed_lateness => interval '6 hours',
     window_origin => '2026-01-01 06:00+00',
     aggregates => 'count(*) AS orders, sum(qty) AS units, avg(price) AS "Avg Price", count(note) AS noted, max("Placed At") AS last_at');
+GRANT USAGE ON SCHEMA "Shop" TO et_analyst;
+GRANT SELECT ON "Shop"."Daily ""Totals""_sealed" TO et_analyst;
 "#;
+
+/// The views granted to `et_analyst`, and one view of each pipeline that is not.
+const GRANTED: [&str; 2] = [
+    "public.hourly_latest",
+    "\"Shop\".\"Daily \"\"Totals\"\"_sealed\"",
+];
+const NOT_GRANTED: [&str; 2] = [
+    "public.hourly_history",
+    "\"Shop\".\"Daily \"\"Totals\"\"_refused\"",
+];
+
+/// The extension and both pipelines in a new database `db`, each created by its owner.
+fn setup(cluster: &Cluster, db: &str) {
+    exec(&mut cluster.connect(db), SETUP_SUPERUSER);
+    for (user, sql) in [(OWNER, SETUP_OWNER), (SHOP_OWNER, SETUP_SHOP_OWNER)] {
+        let mut c = cluster.connect_as(db, user);
+        assert_logged_in_as(&mut c, user);
+        exec(&mut c, sql);
+    }
+}
+
+/// One session per pipeline, each logged in as the owner of its source table.
+fn owners(cluster: &Cluster, db: &str) -> Vec<Client> {
+    vec![
+        cluster.connect_as(db, OWNER),
+        cluster.connect_as(db, SHOP_OWNER),
+    ]
+}
+
+/// Read by the superuser: every object of both pipelines belongs to the owner of its source
+/// table, and the analyst's grants are exactly those made at setup (SELECT, by the view's owner).
+fn roles_hold(c: &mut Client, db: &str) {
+    let (mut v, seen) =
+        pipeline_ownership(c, &[("hourly", OWNER), ("Daily \"Totals\"", SHOP_OWNER)]);
+    for (view, owner) in [(GRANTED[0], OWNER), (GRANTED[1], SHOP_OWNER)] {
+        let g = grants(c, view, ANALYST);
+        if g != vec![format!("SELECT by {owner}")] {
+            v.push(format!(
+                "grants to {ANALYST} on {view}: {g:?}, expected SELECT by {owner}"
+            ));
+        }
+    }
+    for view in NOT_GRANTED {
+        let g = grants(c, view, ANALYST);
+        if !g.is_empty() {
+            v.push(format!(
+                "grants to {ANALYST} on {view}: {g:?}, expected none"
+            ));
+        }
+    }
+    assert!(
+        v.is_empty(),
+        "ownership and grants in database {db}:\n{}",
+        v.join("\n")
+    );
+    eprintln!(
+        "  {db}: {}; {ANALYST} may read {GRANTED:?}",
+        seen.join(", ")
+    );
+}
+
+/// The analyst, logged in to `db`, reads the views granted to it (the same rows as the superuser
+/// reads), sees both pipelines in `eventtime.pipelines`, and may not read the others.
+fn analyst_reads(cluster: &Cluster, db: &str) {
+    let mut su = cluster.connect(db);
+    let mut an = cluster.connect_as(db, ANALYST);
+    assert_logged_in_as(&mut an, ANALYST);
+    let mut read = Vec::new();
+    for view in GRANTED {
+        let sql = format!("SELECT t::text AS r FROM {view} t ORDER BY r");
+        let mine = text_rows(&mut an, &sql).unwrap_or_else(|e| {
+            panic!(
+                "{db}: {ANALYST} reading {view}, granted to it: {}",
+                describe(&e)
+            )
+        });
+        let all = text_rows(&mut su, &sql).unwrap();
+        assert_eq!(
+            mine, all,
+            "{db}: {ANALYST} reads other rows of {view} than the superuser"
+        );
+        read.push(format!("{} rows of {view}", mine.len()));
+    }
+    assert!(
+        read.iter().any(|r| !r.starts_with("0 ")),
+        "{db}: the granted views are empty: {read:?}"
+    );
+    eprintln!("  {db}: {ANALYST} reads {}", read.join(", "));
+    assert_eq!(
+        visible_pipelines(&mut an),
+        vec!["Daily \"Totals\"".to_string(), "hourly".to_string()],
+        "{db}: eventtime.pipelines as {ANALYST}, who may read a view of each pipeline"
+    );
+    for view in NOT_GRANTED {
+        expect_denied(&mut an, ANALYST, &format!("SELECT * FROM {view}"));
+    }
+}
 
 const NOTES: &[&str] = &[
     "gift",
@@ -229,12 +356,13 @@ fn workload(seed: u64, steps: usize) -> Vec<Step> {
     out
 }
 
-fn run(c: &mut Client, steps: &[Step]) {
+/// Runs the steps, each on the session of its pipeline's owner (`owners`).
+fn run(cs: &mut [Client], steps: &[Step]) {
     let ps = pipes();
     for (i, s) in steps.iter().enumerate() {
         match s {
             Step::Ingest { pipe, method, rows } => {
-                let mut tx = c.transaction().unwrap();
+                let mut tx = cs[*pipe].transaction().unwrap();
                 if let Err(e) = send(&mut tx, &ps[*pipe].table, *method, rows) {
                     panic!(
                         "step {i}: {} of {} rows into {} failed: {e:?}",
@@ -246,11 +374,12 @@ fn run(c: &mut Client, steps: &[Step]) {
                 tx.commit().unwrap();
             }
             Step::Advance { pipe, to } => {
-                c.query(
-                    "SELECT * FROM eventtime.advance_watermark($1, $2::text::timestamptz)",
-                    &[&ps[*pipe].name, &ts_text(*to)],
-                )
-                .unwrap_or_else(|e| panic!("step {i}: advance: {}", describe(&e)));
+                cs[*pipe]
+                    .query(
+                        "SELECT * FROM eventtime.advance_watermark($1, $2::text::timestamptz)",
+                        &[&ps[*pipe].name, &ts_text(*to)],
+                    )
+                    .unwrap_or_else(|e| panic!("step {i}: advance: {}", describe(&e)));
             }
         }
     }
@@ -383,15 +512,20 @@ fn dump_and_restore_mid_stream_continues_exactly() {
     let seed = pg_eventtime_faults::seed("dump_restore");
     let cluster = Cluster::start("dump_restore", &[]);
     let mut admin = cluster.connect("postgres");
+    for role in [OWNER, SHOP_OWNER, ANALYST] {
+        create_login_role(&mut admin, role);
+    }
     for db in ["a", "c"] {
         exec(&mut admin, &format!("CREATE DATABASE {db}"));
-        exec(&mut cluster.connect(db), SETUP);
+        setup(&cluster, db);
     }
     let steps = workload(seed, 420);
     let split = steps.len() / 2;
 
+    // The workload runs as the owners; the comparisons read as the superuser.
     let mut a = cluster.connect("a");
-    run(&mut a, &steps[..split]);
+    run(&mut owners(&cluster, "a"), &steps[..split]);
+    roles_hold(&mut a, "a");
     // The middle must be a real middle: fired windows, late versions, refused rows, duplicates,
     // open state.
     let r = a
@@ -456,6 +590,9 @@ fn dump_and_restore_mid_stream_continues_exactly() {
     );
 
     let mut b = cluster.connect("b");
+    // Ownership and grants came back with the objects.
+    roles_hold(&mut b, "b");
+    analyst_reads(&cluster, "b");
     let v = diff(
         "right after the restore",
         "a",
@@ -478,9 +615,9 @@ fn dump_and_restore_mid_stream_continues_exactly() {
         "DELETE of history succeeded in the restored database"
     );
 
-    run(&mut b, &steps[split..]);
+    run(&mut owners(&cluster, "b"), &steps[split..]);
     let mut c = cluster.connect("c");
-    run(&mut c, &steps);
+    run(&mut owners(&cluster, "c"), &steps);
     let v = diff(
         "end of the workload",
         "b",
@@ -494,15 +631,19 @@ fn dump_and_restore_mid_stream_continues_exactly() {
         v.join("\n")
     );
 
-    for db in [&mut b, &mut c] {
-        for p in pipes() {
-            db.query(
-                "SELECT * FROM eventtime.advance_watermark($1, 'infinity')",
-                &[&p.name],
-            )
-            .unwrap();
+    for db in ["b", "c"] {
+        let mut cs = owners(&cluster, db);
+        for (i, p) in pipes().iter().enumerate() {
+            cs[i]
+                .query(
+                    "SELECT * FROM eventtime.advance_watermark($1, 'infinity')",
+                    &[&p.name],
+                )
+                .unwrap_or_else(|e| panic!("{db}: advance to infinity: {}", describe(&e)));
         }
     }
+    roles_hold(&mut b, "b");
+    roles_hold(&mut c, "c");
     let (sb, sc) = (state(&mut b), state(&mut c));
     let v = diff("after 'infinity'", "b", &sb, "c", &sc);
     assert!(

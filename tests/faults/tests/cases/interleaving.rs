@@ -23,9 +23,11 @@ use postgres::Client;
 
 use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::{describe, exec, one_i64, text_rows};
+use pg_eventtime_faults::roles::{assert_logged_in_as, create_login_role, OWNER};
 
+/// Created by `OWNER`, who logs in for every ingest and advance of these tests; the observer
+/// connections (locks in pg_stat_activity, internal tables) are the superuser's.
 const SETUP: &str = "
-CREATE EXTENSION pg_eventtime;
 CREATE TABLE t (id bigint, store text, amount numeric, ts timestamptz);
 SELECT eventtime.create_pipeline(
     name => 'crit', source => 't', event_time => 'ts', key => ARRAY['store'], event_id => 'id',
@@ -36,9 +38,22 @@ SELECT eventtime.advance_watermark('crit', '2026-03-01 09:30+00');
 
 fn setup(name: &str) -> Cluster {
     let cluster = Cluster::start(name, &["deadlock_timeout = 100ms"]);
-    exec(&mut cluster.connect("postgres"), "CREATE DATABASE crit");
-    exec(&mut cluster.connect("crit"), SETUP);
+    let mut su = cluster.connect("postgres");
+    create_login_role(&mut su, OWNER);
+    exec(&mut su, "CREATE DATABASE crit");
+    exec(
+        &mut cluster.connect("crit"),
+        &format!("CREATE EXTENSION pg_eventtime; GRANT CREATE ON SCHEMA public TO {OWNER}"),
+    );
+    let mut owner = owner(&cluster);
+    assert_logged_in_as(&mut owner, OWNER);
+    exec(&mut owner, SETUP);
     cluster
+}
+
+/// A session of the pipeline's owner.
+fn owner(cluster: &Cluster) -> Client {
+    cluster.connect_as("crit", OWNER)
 }
 
 fn pid(c: &mut Client) -> i32 {
@@ -115,12 +130,14 @@ fn the_critical_interleavings() {
     let _ = pg_eventtime_faults::seed("interleaving");
     let cluster = setup("interleaving");
     let mut obs = cluster.connect("crit");
+    // Advances of the owner while `a` holds a transaction open.
+    let mut adv = owner(&cluster);
 
     // 1. The advance waits for the open ingest transaction; a later ingest queues behind it.
-    let mut a = cluster.connect("crit");
+    let mut a = owner(&cluster);
     a.batch_execute("BEGIN; INSERT INTO t VALUES (1, 'a', 10, '2026-03-01 10:15+00')")
         .unwrap();
-    let mut b = cluster.connect("crit");
+    let mut b = owner(&cluster);
     let b_pid = pid(&mut b);
     let (b_rx, b_h) = spawn_query(b, "SELECT windows_fired::text, watermark::text FROM eventtime.advance_watermark('crit', '2026-03-01 11:30+00')".into());
     let waits = wait_for_lock(&mut obs, b_pid, Duration::from_secs(10));
@@ -130,7 +147,7 @@ fn the_critical_interleavings() {
     );
     eprintln!("  1: the advance waits on {}", waits.unwrap());
     assert!(b_rx.recv_timeout(Duration::from_secs(1)).is_err(), "advance_watermark returned while an ingest transaction with a row of a window it fires was open");
-    let mut d = cluster.connect("crit");
+    let mut d = owner(&cluster);
     let d_pid = pid(&mut d);
     let (d_rx, d_h) = spawn_query(
         d,
@@ -165,7 +182,7 @@ fn the_critical_interleavings() {
         "INSERT INTO t VALUES (10, 'b', 7, '2026-03-01 11:10+00')",
     );
     exec(
-        &mut obs,
+        &mut adv,
         "SELECT eventtime.advance_watermark('crit', '2026-03-01 12:30+00')",
     );
     a.batch_execute("BEGIN").unwrap();
@@ -185,7 +202,7 @@ fn the_critical_interleavings() {
         "a row of a fired window within its grace is late"
     );
     exec(
-        &mut obs,
+        &mut adv,
         "SELECT eventtime.advance_watermark('crit', '2026-03-01 14:00+00')",
     );
     exec(
@@ -221,7 +238,7 @@ fn the_critical_interleavings() {
         .unwrap();
     a.query("SELECT count(*) FROM t", &[]).unwrap();
     exec(
-        &mut obs,
+        &mut adv,
         "SELECT eventtime.advance_watermark('crit', '2026-03-01 15:30+00')",
     );
     let r = a.batch_execute("INSERT INTO t VALUES (21, 'c', 2, '2026-03-01 14:20+00')");
@@ -258,14 +275,14 @@ fn the_critical_interleavings() {
         &mut a,
         "INSERT INTO t VALUES (30, 'd', 4, '2026-03-01 16:10+00')",
     );
-    let mut b = cluster.connect("crit");
+    let mut b = owner(&cluster);
     b.batch_execute("BEGIN").unwrap();
     b.query(
         "SELECT * FROM eventtime.advance_watermark('crit', '2026-03-01 17:00+00')",
         &[],
     )
     .unwrap();
-    let mut e = cluster.connect("crit");
+    let mut e = owner(&cluster);
     e.batch_execute("BEGIN").unwrap();
     e.query("SELECT count(*) FROM t", &[]).unwrap();
     let e_pid = pid(&mut e);
@@ -293,7 +310,7 @@ fn the_critical_interleavings() {
 
     // Nothing lost or counted twice overall.
     exec(
-        &mut obs,
+        &mut adv,
         "SELECT eventtime.advance_watermark('crit', 'infinity')",
     );
     let r = obs
@@ -320,7 +337,7 @@ fn the_critical_interleavings() {
 fn redelivery_after_purge_is_a_duplicate() {
     let _ = pg_eventtime_faults::seed("redelivery");
     let cluster = setup("redelivery");
-    let mut c = cluster.connect("crit");
+    let mut c = owner(&cluster);
     let row = r#"{"id": 1, "store": "e", "amount": 10, "ts": "2026-03-01 10:15+00"}"#;
     let ingest = |c: &mut Client| -> (i64, i64, i64, i64) {
         let r = c.query_one("SELECT accepted, late, refused, duplicates FROM eventtime.ingest('crit', $1::text::jsonb)", &[&row]).unwrap();
@@ -373,28 +390,54 @@ fn concurrent_bulk_loads_of_new_windows_count_each_id_once() {
         )
     };
     for (day, commit_first) in [("2026-03-02", true), ("2026-03-03", false)] {
-        let dups_before = one_i64(&mut obs, "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'");
-        let mut a = cluster.connect("crit");
-        a.batch_execute(&format!("BEGIN; {}", load(1, 1500, day))).unwrap();
-        let mut b = cluster.connect("crit");
+        let dups_before = one_i64(
+            &mut obs,
+            "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'",
+        );
+        let mut a = owner(&cluster);
+        a.batch_execute(&format!("BEGIN; {}", load(1, 1500, day)))
+            .unwrap();
+        let mut b = owner(&cluster);
         let b_pid = pid(&mut b);
         let (b_rx, b_h) = spawn_query(b, load(1001, 2500, day));
         let waits = wait_for_lock(&mut obs, b_pid, Duration::from_secs(10));
-        assert!(waits.is_some(), "{day}: the second bulk load did not wait for the first one's ledger entries");
-        eprintln!("  bulk loads, {day}: the second waits on {}", waits.unwrap());
-        a.batch_execute(if commit_first { "COMMIT" } else { "ROLLBACK" }).unwrap();
+        assert!(
+            waits.is_some(),
+            "{day}: the second bulk load did not wait for the first one's ledger entries"
+        );
+        eprintln!(
+            "  bulk loads, {day}: the second waits on {}",
+            waits.unwrap()
+        );
+        a.batch_execute(if commit_first { "COMMIT" } else { "ROLLBACK" })
+            .unwrap();
         b_rx.recv_timeout(Duration::from_secs(30))
             .expect("the second bulk load did not return")
             .unwrap_or_else(|e| panic!("{day}: the second bulk load failed: {e}"));
         b_h.join().unwrap();
-        let dups = one_i64(&mut obs, "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'") - dups_before;
+        let dups = one_i64(
+            &mut obs,
+            "SELECT duplicates FROM eventtime.pipelines WHERE name = 'crit'",
+        ) - dups_before;
         let rows = rows_of_day(&mut obs, day);
         if commit_first {
-            assert_eq!((rows, dups), (2500, 500), "{day}: ids 1001 to 1500 of the second load are duplicates, once");
+            assert_eq!(
+                (rows, dups),
+                (2500, 500),
+                "{day}: ids 1001 to 1500 of the second load are duplicates, once"
+            );
         } else {
-            assert_eq!((rows, dups), (1500, 0), "{day}: after the first load rolled back, all of the second counts");
+            assert_eq!(
+                (rows, dups),
+                (1500, 0),
+                "{day}: after the first load rolled back, all of the second counts"
+            );
         }
     }
     let ledger = one_i64(&mut obs, "SELECT count(*) FROM _eventtime.p1_ids");
-    assert_eq!(ledger, 2500 + 1500, "one ledger entry per distinct (window, key, id)");
+    assert_eq!(
+        ledger,
+        2500 + 1500,
+        "one ledger entry per distinct (window, key, id)"
+    );
 }

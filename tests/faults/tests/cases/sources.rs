@@ -11,6 +11,9 @@
 //!    sources; at the end it is that minimum, or where it was if the minimum is behind.
 //! 3. `lag_crash`: workload 1 while the server is killed with SIGKILL: after every recovery the
 //!    pipeline watermark and sources are what the committed log implies, and no firing is missing.
+//!
+//! The source table, the log and the pipeline belong to the ordinary role `et_owner`; the ingest
+//! and source threads log in as it, the monitor and the checks as the superuser.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -18,23 +21,23 @@ use std::time::Instant;
 
 use pg_eventtime_faults::checks::{consistency, final_checks, Expected};
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{describe, exec, text_rows};
+use pg_eventtime_faults::db::{describe, text_rows};
 use pg_eventtime_faults::sources::{
-    advance_every_source_to_infinity, lag_setup, logged_op, replay, replay_check, run_driver, run_monitor,
-    DriverConfig, DriverOut, MonitorConfig, MonitorOut, Op, LAG_SOURCE, LOG_SETUP,
+    advance_every_source_to_infinity, lag_setup, logged_op, replay, replay_check, run_driver,
+    run_monitor, DriverConfig, DriverOut, MonitorConfig, MonitorOut, Op, LAG_SOURCE, LOG_SETUP,
 };
 use pg_eventtime_faults::workload::{
-    join, join_workers, micros_sql, run_killer_checked, run_worker, snapshot_sealed, ts_text, Check, Shared, Stats,
-    WorkerConfig, DB, setup, T0,
+    create_db, join, join_workers, micros_sql, run_killer_checked, run_worker, setup,
+    snapshot_sealed, ts_text, Check, Shared, Stats, WorkerConfig, DB, OWNER, T0,
 };
 use pg_eventtime_faults::{env_num, seed};
 
 use postgres::{Client, IsolationLevel};
 
+/// A cluster whose database `DB` has the objects of `setup`, created by `OWNER`.
 fn start(name: &str, extra: &[&str], setup: &str) -> Cluster {
     let cluster = Cluster::start(name, extra);
-    exec(&mut cluster.connect("postgres"), &format!("CREATE DATABASE {DB}"));
-    exec(&mut cluster.connect(DB), setup);
+    create_db(&cluster, setup);
     cluster
 }
 
@@ -142,7 +145,11 @@ fn run(
     // A deadlock or serialization failure is a failure here, not something to retry: ingest
     // transactions of a lag pipeline run one at a time and take their locks in the order of
     // advance_watermark and mark_idle.
-    let driver_retries: Vec<_> = drivers.iter().filter(|d| !d.retries.is_empty()).map(|d| &d.retries).collect();
+    let driver_retries: Vec<_> = drivers
+        .iter()
+        .filter(|d| !d.retries.is_empty())
+        .map(|d| &d.retries)
+        .collect();
     assert!(
         stats.retries.is_empty() && driver_retries.is_empty(),
         "{what} (seed {seed}): deadlocks or serialization failures: ingest statements {:?}, source calls {driver_retries:?}",
@@ -154,12 +161,18 @@ fn run(
 /// After the run: every source to `infinity`, the last sealed read, the replay of the whole log
 /// and the final checks of the concurrency test.
 fn finish(what: &str, seed: u64, cluster: &Cluster, r: &mut Run, lag: bool) {
+    let names = advance_every_source_to_infinity(&mut cluster.connect_as(DB, OWNER))
+        .unwrap_or_else(|e| panic!("advance to infinity: {}", describe(&e)));
     let mut c = cluster.connect(DB);
-    let names = advance_every_source_to_infinity(&mut c).unwrap_or_else(|e| panic!("advance to infinity: {}", describe(&e)));
     eprintln!("  every source to infinity: {names:?}");
     let shared = Shared::new(0);
-    snapshot_sealed(&mut c, &mut r.monitor.sealed, &mut r.monitor.last_read_wm, &shared)
-        .unwrap_or_else(|e| panic!("sealed read: {}", describe(&e)));
+    snapshot_sealed(
+        &mut c,
+        &mut r.monitor.sealed,
+        &mut r.monitor.last_read_wm,
+        &shared,
+    )
+    .unwrap_or_else(|e| panic!("sealed read: {}", describe(&e)));
     shared.assert_clean(what, seed, Vec::new());
     let rp = replay_check(&mut c).unwrap_or_else(|e| panic!("replay: {}", describe(&e)));
     assert!(
@@ -169,10 +182,18 @@ fn finish(what: &str, seed: u64, cluster: &Cluster, r: &mut Run, lag: bool) {
     );
     let v = final_checks(
         &mut c,
-        &Expected { rows: r.stats.rows as i64, batches: r.stats.batches as i64, advancer: &r.monitor.sealed },
+        &Expected {
+            rows: r.stats.rows as i64,
+            batches: r.stats.batches as i64,
+            advancer: &r.monitor.sealed,
+        },
     )
     .unwrap_or_else(|e| panic!("final checks: {}", describe(&e)));
-    assert!(v.is_empty(), "contract violations after the {what} run (seed {seed}):\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "contract violations after the {what} run (seed {seed}):\n{}",
+        v.join("\n")
+    );
 
     // The run exercised what it is meant to: print what happened, and fail if it was vacuous.
     let r = text_rows(
@@ -191,14 +212,20 @@ fn finish(what: &str, seed: u64, cluster: &Cluster, r: &mut Run, lag: bool) {
                                        FROM wm_log) l WHERE at < m)::text",
     )
     .unwrap();
-    let n: Vec<i64> = r[0].iter().map(|x| x.as_deref().unwrap().parse().unwrap()).collect();
+    let n: Vec<i64> = r[0]
+        .iter()
+        .map(|x| x.as_deref().unwrap().parse().unwrap())
+        .collect();
     eprintln!(
         "  log: {} changes, {} mark_idle; the pipeline watermark moved in {} ingest statements and {} source calls; history: {} main, {} late; {} refused, {} duplicates",
         n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]
     );
     // A transaction's now() is its start, before it queued for the lock: a change can be judged
     // at an earlier processing time than the change before it (the model replays that too).
-    eprintln!("  {} changes were judged at a now() earlier than a change ordered before them", n[8]);
+    eprintln!(
+        "  {} changes were judged at a now() earlier than a change ordered before them",
+        n[8]
+    );
     assert!(
         n[1] > 0 && n[3] > 0 && n[4] > 0 && n[5] > 0 && n[6] > 0 && n[7] > 0 && (n[2] > 0 || !lag),
         "{what}: the workload did not exercise idle sources, advances, firings, late versions, refused rows, duplicates{}: {n:?}",
@@ -262,23 +289,46 @@ fn lag_ingest_with_sources_never_deadlocks_and_accounts_for_every_row() {
         replay_every: 40,
         check_every: 80,
     };
-    let mut r = run("sources_lag", seed, &cluster, workers, &wcfg, &lag_drivers(false), &mcfg, None);
+    let mut r = run(
+        "sources_lag",
+        seed,
+        &cluster,
+        workers,
+        &wcfg,
+        &lag_drivers(false),
+        &mcfg,
+        None,
+    );
     eprintln!("  run took {:.1} s", started.elapsed().as_secs_f64());
     finish("sources_lag", seed, &cluster, &mut r, true);
-    eprintln!("[sources_lag] passed in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[sources_lag] passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
 fn concurrent_sources_never_move_the_watermark_back() {
     let seed = seed("sources_many");
     let started = Instant::now();
-    let cluster = start("sources_many", &["deadlock_timeout = 200ms"], &format!("{}\n{LOG_SETUP}", setup()));
+    let cluster = start(
+        "sources_many",
+        &["deadlock_timeout = 200ms"],
+        &format!("{}\n{LOG_SETUP}", setup()),
+    );
     let names: Vec<String> = (0..4).map(|i| format!("kafka-{i}")).collect();
     {
         // Every source registers at T0 before the run, so that the first minimum counts them all.
-        let mut c = cluster.connect(DB);
+        let mut c = cluster.connect_as(DB, OWNER);
         for n in &names {
-            logged_op(&mut c, &Op::Advance { source: n.clone(), to: T0 }).unwrap_or_else(|e| panic!("{}", describe(&e)));
+            logged_op(
+                &mut c,
+                &Op::Advance {
+                    source: n.clone(),
+                    to: T0,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{}", describe(&e)));
         }
     }
     let workers = 4;
@@ -313,12 +363,26 @@ fn concurrent_sources_never_move_the_watermark_back() {
         replay_every: 50,
         check_every: 100,
     };
-    let mut r = run("sources_many", seed, &cluster, workers, &wcfg, &dcfgs, &mcfg, None);
+    let mut r = run(
+        "sources_many",
+        seed,
+        &cluster,
+        workers,
+        &wcfg,
+        &dcfgs,
+        &mcfg,
+        None,
+    );
     eprintln!("  run took {:.1} s", started.elapsed().as_secs_f64());
 
     // At the end: the minimum over the active sources, or where it was if that is behind.
     let mut c = cluster.connect(DB);
-    let mut tx = c.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().unwrap();
+    let mut tx = c
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .unwrap();
     let rp = replay(&mut tx).unwrap_or_else(|e| panic!("replay: {}", describe(&e)));
     let row = tx
         .query_one(
@@ -334,7 +398,8 @@ fn concurrent_sources_never_move_the_watermark_back() {
         )
         .unwrap();
     tx.commit().unwrap();
-    let (pw, mn, text): (Option<i64>, Option<i64>, Option<String>) = (row.get(0), row.get(1), row.get(2));
+    let (pw, mn, text): (Option<i64>, Option<i64>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2));
     let want = match (rp.before_last, mn) {
         (Some(b), Some(m)) => Some(b.max(m)),
         (b, m) => b.or(m),
@@ -346,15 +411,25 @@ fn concurrent_sources_never_move_the_watermark_back() {
         rp.before_last.map(ts_text).unwrap_or_default(),
         text.unwrap_or_default()
     );
-    assert!(rp.violations.is_empty(), "the log does not replay (seed {seed}):\n{}", rp.violations.join("\n"));
+    assert!(
+        rp.violations.is_empty(),
+        "the log does not replay (seed {seed}):\n{}",
+        rp.violations.join("\n")
+    );
     assert_eq!(
         pw,
         want,
         "the pipeline watermark must be the minimum over the active sources, or where it was before the last change if that minimum is behind (seed {seed})"
     );
-    assert!(pw.is_some_and(|w| w > T0 + 12 * pg_eventtime_faults::workload::HOUR), "the pipeline watermark hardly moved: {pw:?}");
+    assert!(
+        pw.is_some_and(|w| w > T0 + 12 * pg_eventtime_faults::workload::HOUR),
+        "the pipeline watermark hardly moved: {pw:?}"
+    );
     finish("sources_many", seed, &cluster, &mut r, false);
-    eprintln!("[sources_many] passed in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[sources_many] passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -363,7 +438,11 @@ fn kill_9_during_lag_ingest_half_applies_nothing() {
     let started = Instant::now();
     let cluster = start(
         "sources_crash",
-        &["deadlock_timeout = 200ms", "checkpoint_timeout = 30s", "max_wal_size = 256MB"],
+        &[
+            "deadlock_timeout = 200ms",
+            "checkpoint_timeout = 30s",
+            "max_wal_size = 256MB",
+        ],
         &lag_setup(),
     );
     let workers = 6;
@@ -385,7 +464,11 @@ fn kill_9_during_lag_ingest_half_applies_nothing() {
         check_every: 80,
     };
     let after_recovery = |c: &mut Client| -> Result<Vec<String>, postgres::Error> {
-        Ok(replay_check(c)?.violations.into_iter().map(|v| format!("replay of the log: {v}")).collect())
+        Ok(replay_check(c)?
+            .violations
+            .into_iter()
+            .map(|v| format!("replay of the log: {v}"))
+            .collect())
     };
     let mut r = run(
         "sources_crash",
@@ -400,10 +483,25 @@ fn kill_9_during_lag_ingest_half_applies_nothing() {
     eprintln!("  run took {:.1} s", started.elapsed().as_secs_f64());
     let mut c = cluster.connect(DB);
     let v = consistency(&mut c).unwrap_or_else(|e| panic!("consistency: {}", describe(&e)));
-    assert!(v.is_empty(), "after the crash run (seed {seed}):\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "after the crash run (seed {seed}):\n{}",
+        v.join("\n")
+    );
     finish("sources_crash", seed, &cluster, &mut r, true);
     let log = cluster.log_text();
-    let panics: Vec<&str> = log.lines().filter(|l| l.contains("PANIC") || l.contains(" XX000 ")).take(5).collect();
-    assert!(panics.is_empty(), "server log has internal errors:\n{}", panics.join("\n"));
-    eprintln!("[sources_crash] passed in {:.1} s", started.elapsed().as_secs_f64());
+    let panics: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("PANIC") || l.contains(" XX000 "))
+        .take(5)
+        .collect();
+    assert!(
+        panics.is_empty(),
+        "server log has internal errors:\n{}",
+        panics.join("\n")
+    );
+    eprintln!(
+        "[sources_crash] passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
