@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, tier by tier:
+#   lint      cargo fmt --check and cargo clippy -D warnings on every crate (the extension, and
+#             tests/property, tests/faults, tests/bench);
 #   core      pure core (#[test]) and in-database internals (#[pg_test]), through cargo pgrx test;
 #   regress   the SQL contract, as pg_regress golden files (tests/pg_regress);
 #   readme    every runnable SQL example of README.md, run in order in one session, with the
@@ -23,7 +25,7 @@ CLUSTER18="$PG18_HOME/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-core regress readme property pg18 faults bench}"
+TIERS="${*:-lint core regress readme property pg18 faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -63,6 +65,15 @@ mkdir -p "$ROOT/target"
 started15=""
 started18=""
 trap '[ -z "$started15" ] || stop_cluster "$CLUSTER"; [ -z "$started18" ] || stop_cluster "$CLUSTER18" "$PG18_BIN"' EXIT
+
+if want lint; then
+    say "tier 0: formatting and lints of every crate (cargo fmt --check, cargo clippy -D warnings)"
+    for crate in . tests/property tests/faults tests/bench; do
+        (cd "$ROOT/$crate" && cargo fmt --check >/dev/null && cargo clippy --quiet --all-targets -- -D warnings) \
+            || { echo "tier 0 failed in $crate: run cargo fmt there, and fix what cargo clippy says"; exit 1; }
+        passed=$((passed + 1))
+    done
+fi
 
 if want core; then
     say "tier 1: pure core and in-database tests (cargo pgrx test)"

@@ -869,7 +869,7 @@ fn monitor_loop(
         if let Some(w) = pw.filter(|&w| w != INFINITY) {
             shared.watermark.fetch_max(w, Ordering::SeqCst);
         }
-        let every = |k: u64| k > 0 && out.samples % k == 0;
+        let every = |k: u64| k > 0 && out.samples.is_multiple_of(k);
         if fresh_connection || final_round || every(cfg.sealed_every) {
             let c = client.as_mut().unwrap();
             match lost_or_err(

@@ -586,8 +586,8 @@ fn worker_loop(
             match try_send(client.as_mut().unwrap(), &t, &bs) {
                 Ok(cs) => {
                     for c in cs.into_iter().flatten() {
-                        for i in 0..4 {
-                            stats.ingest_counts[i] += c[i];
+                        for (total, n) in stats.ingest_counts.iter_mut().zip(c) {
+                            *total += n;
                         }
                     }
                     break;
@@ -895,7 +895,7 @@ fn advancer_loop(
                 },
             }
         }
-        if cfg.check_every > 0 && out.advances % cfg.check_every == 0 && !finishing {
+        if cfg.check_every > 0 && out.advances.is_multiple_of(cfg.check_every) && !finishing {
             loop {
                 if client.is_none() {
                     client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);

@@ -248,7 +248,7 @@ enum Step {
 fn workload(seed: u64, steps: usize) -> Vec<Step> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xD0_3D);
     let ps = pipes();
-    let mut wm = vec![T0, T0];
+    let mut wm = [T0, T0];
     let mut pools: Vec<Vec<Values>> = vec![Vec::new(), Vec::new()];
     let mut next_id = 1i64;
     let mut next_delivery = 1i64;

@@ -85,15 +85,15 @@ fn wait_for_lock(obs: &mut Client, pid: i32, limit: Duration) -> Option<String> 
     None
 }
 
+/// The rows of a query as text, or its error.
+type QueryResult = Result<Vec<Vec<Option<String>>>, String>;
+
 /// Runs `sql` on `c` in a thread; the result (rows as text, or the error) comes back on the
 /// channel.
 fn spawn_query(
     mut c: Client,
     sql: String,
-) -> (
-    mpsc::Receiver<Result<Vec<Vec<Option<String>>>, String>>,
-    thread::JoinHandle<Client>,
-) {
+) -> (mpsc::Receiver<QueryResult>, thread::JoinHandle<Client>) {
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
         let r = text_rows(&mut c, &sql).map_err(|e| describe(&e));

@@ -47,7 +47,8 @@ struct Run {
 }
 
 /// Runs ingest threads, source threads, a monitor and optionally a killer; joins them and asserts
-/// the run was clean.
+/// the run was clean. (Each argument configures another part of the run.)
+#[allow(clippy::too_many_arguments)]
 fn run(
     what: &str,
     seed: u64,
