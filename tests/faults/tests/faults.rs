@@ -10,6 +10,8 @@ mod crash;
 mod dump_restore;
 #[path = "cases/interleaving.rs"]
 mod interleaving;
+#[path = "cases/operations.rs"]
+mod operations;
 #[path = "cases/roles.rs"]
 mod roles;
 #[path = "cases/sources.rs"]
