@@ -16,7 +16,7 @@ use crate::core::ident::quote_ident;
 use crate::core::landing::{self, WindowState};
 use crate::core::time;
 use crate::pg::catalog;
-use crate::pg::error::{invalid, EtError};
+use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
 
 type Row = (
@@ -61,27 +61,9 @@ mod _eventtime {
         ),
     > {
         const F: &str = "eventtime.explain";
-        let name = pipeline.unwrap_or_else(|| {
-            EtError::NullArgument {
-                function: F,
-                argument: "pipeline",
-            }
-            .raise()
-        });
-        let e = event_time.unwrap_or_else(|| {
-            EtError::NullArgument {
-                function: F,
-                argument: "event_time",
-            }
-            .raise()
-        });
-        let key = key.unwrap_or_else(|| {
-            EtError::NullArgument {
-                function: F,
-                argument: "key",
-            }
-            .raise()
-        });
+        let name = required(pipeline, F, "pipeline");
+        let e = required(event_time, F, "event_time");
+        let key = required(key, F, "key");
         let p = catalog::load(name);
         if !p.readable() {
             EtError::PermissionDenied {

@@ -15,7 +15,7 @@ use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::time;
 use crate::core::window::WindowSpec;
 use crate::pg::catalog;
-use crate::pg::error::{invalid, EtError};
+use crate::pg::error::{invalid, required, EtError};
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::security;
 
@@ -108,20 +108,8 @@ fn ingest(
     ),
 > {
     const F: &str = "eventtime.ingest";
-    let pipeline = pipeline.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: F,
-            argument: "pipeline",
-        }
-        .raise()
-    });
-    let rows = rows.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: F,
-            argument: "rows",
-        }
-        .raise()
-    });
+    let pipeline = required(pipeline, F, "pipeline");
+    let rows = required(rows, F, "rows");
     let p = catalog::load(pipeline);
     if !p.source_exists {
         EtError::SourceGone {

@@ -13,7 +13,7 @@ use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_START_COLUMN};
 use crate::core::time::fixed_micros;
 use crate::pg::catalog::{self, StoredColumn, StoredDefinition, StoredWindow};
-use crate::pg::error::{invalid, EtError};
+use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner, as_owner};
 
 /// PostgreSQL's longest name, in bytes.
@@ -132,18 +132,14 @@ fn create_pipeline(
     max_ahead: default!(Option<Interval>, "'1 day'"),
 ) {
     const F: &str = "eventtime.create_pipeline";
-    let null = |argument| EtError::NullArgument {
-        function: F,
-        argument,
-    };
-    let name = name.unwrap_or_else(|| null("name").raise());
-    let source = source.unwrap_or_else(|| null("source").raise());
-    let event_time = event_time.unwrap_or_else(|| null("event_time").raise());
-    let window_size = window_size.unwrap_or_else(|| null("window_size").raise());
-    let key = key.unwrap_or_else(|| null("key").raise());
-    let allowed_lateness = allowed_lateness.unwrap_or_else(|| null("allowed_lateness").raise());
-    let aggregates_text = aggregates.unwrap_or_else(|| null("aggregates").raise());
-    let window_origin = window_origin.unwrap_or_else(|| null("window_origin").raise());
+    let name = required(name, F, "name");
+    let source = required(source, F, "source");
+    let event_time = required(event_time, F, "event_time");
+    let window_size = required(window_size, F, "window_size");
+    let key = required(key, F, "key");
+    let allowed_lateness = required(allowed_lateness, F, "allowed_lateness");
+    let aggregates_text = required(aggregates, F, "aggregates");
+    let window_origin = required(window_origin, F, "window_origin");
 
     // The name.
     if name.is_empty() {
@@ -579,13 +575,7 @@ mod _eventtime {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn drop_pipeline(name: Option<&str>) {
-    let name = name.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: "eventtime.drop_pipeline",
-            argument: "name",
-        }
-        .raise()
-    });
+    let name = required(name, "eventtime.drop_pipeline", "name");
     let p = catalog::load(name);
     p.require_owner("drop it");
     let run = |stmts: Vec<String>| {

@@ -26,7 +26,7 @@ use pgrx::spi::SpiClient;
 use crate::core::clock::{self, SourceClock};
 use crate::core::time;
 use crate::pg::catalog::{self, Pipeline};
-use crate::pg::error::{invalid, EtError};
+use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
 
 /// The source of the two-argument `advance_watermark`.
@@ -273,13 +273,7 @@ fn require_not_too_far_ahead(p: &Pipeline, to: TimestampWithTimeZone) {
 
 /// A source name as given by the user: any text but empty (names are values, never SQL).
 fn source_name<'a>(function: &'static str, source: Option<&'a str>) -> &'a str {
-    let source = source.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function,
-            argument: "source",
-        }
-        .raise()
-    });
+    let source = required(source, function, "source");
     if source.is_empty() {
         invalid(
             "source name must not be empty",
@@ -305,20 +299,8 @@ fn advance_watermark(
     ),
 > {
     const F: &str = "eventtime.advance_watermark";
-    let name = pipeline.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: F,
-            argument: "pipeline",
-        }
-        .raise()
-    });
-    let to = watermark.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: F,
-            argument: "watermark",
-        }
-        .raise()
-    });
+    let name = required(pipeline, F, "pipeline");
+    let to = required(watermark, F, "watermark");
     let source = source_name(F, source);
     let p = catalog::load(name);
     p.require_owner("advance its watermark");
@@ -348,13 +330,7 @@ fn mark_idle(
     ),
 > {
     const F: &str = "eventtime.mark_idle";
-    let name = pipeline.unwrap_or_else(|| {
-        EtError::NullArgument {
-            function: F,
-            argument: "pipeline",
-        }
-        .raise()
-    });
+    let name = required(pipeline, F, "pipeline");
     let source = source_name(F, source);
     let p = catalog::load(name);
     p.require_owner("mark its sources idle");

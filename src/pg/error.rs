@@ -326,6 +326,11 @@ impl EtError {
     }
 }
 
+/// `value`, or the 22004 error naming `argument` of `function` when it is NULL.
+pub fn required<T>(value: Option<T>, function: &'static str, argument: &'static str) -> T {
+    value.unwrap_or_else(|| EtError::NullArgument { function, argument }.raise())
+}
+
 pub fn invalid(message: impl Into<String>, hint: Option<&str>) -> EtError {
     EtError::InvalidParameter {
         message: message.into(),

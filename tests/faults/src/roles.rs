@@ -145,6 +145,21 @@ pub fn visible_source_pipelines(c: &mut Client) -> Vec<String> {
     .collect()
 }
 
+/// Asserts that `eventtime.pipelines` shows `role` (logged in on `c`) exactly the pipelines
+/// `pipelines`, and `eventtime.sources` the sources of exactly `with_sources`.
+pub fn expect_visible(c: &mut Client, role: &str, pipelines: &[&str], with_sources: &[&str]) {
+    assert_eq!(
+        visible_pipelines(c),
+        pipelines,
+        "eventtime.pipelines as {role}"
+    );
+    assert_eq!(
+        visible_source_pipelines(c),
+        with_sources,
+        "eventtime.sources as {role}"
+    );
+}
+
 /// Read as a superuser: every pipeline of the database is one of `expect` (name, owner of its
 /// source table), and each has what it creates — its views `<name>_history`, `_latest`,
 /// `_sealed` and `_refused` in the source table's schema, its tables `_eventtime.p<id>_state`,

@@ -27,7 +27,7 @@ use pg_eventtime_faults::cluster::Cluster;
 use pg_eventtime_faults::db::{classify, describe, exec, one_i64, Failure};
 use pg_eventtime_faults::roles::{
     assert_logged_in_as, create_login_role, expect_catalog_row_hidden, expect_copy_denied,
-    expect_denied, pipeline_ownership, visible_pipelines, visible_source_pipelines, OWNER,
+    expect_denied, expect_visible, pipeline_ownership, visible_pipelines, OWNER,
 };
 use pg_eventtime_faults::rows::{send, Method, SendError, TableSpec, Values};
 use pg_eventtime_faults::workload::{ts_text, HOUR, INFINITY, MINUTE, T0};
@@ -212,16 +212,7 @@ fn each_role_logs_in() {
     {
         expect_denied(&mut writer, WRITER, &sql);
     }
-    assert_eq!(
-        visible_pipelines(&mut writer),
-        Vec::<String>::new(),
-        "eventtime.pipelines as {WRITER}"
-    );
-    assert_eq!(
-        visible_source_pipelines(&mut writer),
-        Vec::<String>::new(),
-        "eventtime.sources as {WRITER}"
-    );
+    expect_visible(&mut writer, WRITER, &[], &[]);
     expect_catalog_row_hidden(&mut writer, WRITER, "orders");
 
     // The owner advances, marks idle and reads its views; it may not touch the tenant's pipeline.
@@ -256,16 +247,7 @@ fn each_role_logs_in() {
         &mut owner,
         "SELECT * FROM eventtime.advance_watermark('orders', '2026-03-01 12:00+00')",
     );
-    assert_eq!(
-        visible_pipelines(&mut owner),
-        strs(&["orders", "orders_daily"]),
-        "eventtime.pipelines as {OWNER}"
-    );
-    assert_eq!(
-        visible_source_pipelines(&mut owner),
-        strs(&["orders"]),
-        "eventtime.sources as {OWNER}"
-    );
+    expect_visible(&mut owner, OWNER, &["orders", "orders_daily"], &["orders"]);
     assert_eq!(
         rows(
             &mut owner,
@@ -295,16 +277,7 @@ fn each_role_logs_in() {
         ),
         latest
     );
-    assert_eq!(
-        visible_pipelines(&mut analyst),
-        strs(&["orders"]),
-        "eventtime.pipelines as {ANALYST}"
-    );
-    assert_eq!(
-        visible_source_pipelines(&mut analyst),
-        strs(&["orders"]),
-        "eventtime.sources as {ANALYST}"
-    );
+    expect_visible(&mut analyst, ANALYST, &["orders"], &["orders"]);
     expect_copy_denied(login(ANALYST), ANALYST, "orders", ORDER_LINE);
     for sql in [
         "INSERT INTO orders VALUES (900, 's9', 1, '2026-03-01 10:00+00')".to_string(),
@@ -338,16 +311,7 @@ fn each_role_logs_in() {
     {
         expect_denied(&mut stranger, STRANGER, &sql);
     }
-    assert_eq!(
-        visible_pipelines(&mut stranger),
-        Vec::<String>::new(),
-        "eventtime.pipelines as {STRANGER}"
-    );
-    assert_eq!(
-        visible_source_pipelines(&mut stranger),
-        Vec::<String>::new(),
-        "eventtime.sources as {STRANGER}"
-    );
+    expect_visible(&mut stranger, STRANGER, &[], &[]);
     expect_catalog_row_hidden(&mut stranger, STRANGER, "orders");
     expect_catalog_row_hidden(&mut stranger, STRANGER, "tickets");
 
@@ -381,16 +345,7 @@ fn each_role_logs_in() {
         &mut tenant,
         "SELECT eventtime.drop_pipeline('tickets_hourly')",
     );
-    assert_eq!(
-        visible_pipelines(&mut tenant),
-        strs(&["tickets"]),
-        "eventtime.pipelines as {TENANT}"
-    );
-    assert_eq!(
-        visible_source_pipelines(&mut tenant),
-        strs(&["tickets"]),
-        "eventtime.sources as {TENANT}"
-    );
+    expect_visible(&mut tenant, TENANT, &["tickets"], &["tickets"]);
     expect_catalog_row_hidden(&mut tenant, TENANT, "orders");
     for sql in [
         "INSERT INTO orders VALUES (900, 's9', 1, '2026-03-01 10:00+00')".to_string(),
