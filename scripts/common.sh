@@ -47,7 +47,20 @@ ensure_deps() {
         say "installing cargo-pgrx ${PGRX_VERSION} (a few minutes, once)"
         cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
     fi
-    if ! grep -qs "^pg${PG_MAJOR} = " "$HOME/.pgrx/config.toml"; then
+    # pgrx's configuration is the user's, shared by every checkout: a version registered from a
+    # checkout since removed (the pg18 of tier pg18 lives in a checkout's target/) makes every
+    # cargo pgrx command fail, so entries whose pg_config is gone are dropped first.
+    local cfg="$HOME/.pgrx/config.toml" line path
+    if [ -f "$cfg" ]; then
+        while IFS= read -r line; do
+            path="$(sed -n 's/^pg[0-9]* = "\(.*\)"$/\1/p' <<<"$line")"
+            if [ -n "$path" ] && [ ! -x "$path" ]; then
+                say "dropping ${line%% =*} from pgrx's configuration: $path is gone"
+                grep -vxF -- "$line" "$cfg" > "$cfg.tmp" && mv "$cfg.tmp" "$cfg"
+            fi
+        done < "$cfg"
+    fi
+    if ! grep -qs "^pg${PG_MAJOR} = " "$cfg"; then
         say "configuring pgrx for PostgreSQL ${PG_MAJOR}"
         cargo pgrx init --pg${PG_MAJOR} "$PG_CONFIG" >/dev/null
     fi
