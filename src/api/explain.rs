@@ -142,7 +142,7 @@ mod _eventtime {
                     .expect("watermark");
                 (watermark, sources(client, p.id))
             });
-            let holding = clock::holding_back(&sources, now, p.idle_timeout);
+            let holding = clock::holding_back(&sources, now, p.def.idle_timeout);
             let held_back_by: Option<Vec<String>> =
                 if holding.is_empty() { None } else { Some(holding.iter().map(|s| s.name.clone()).collect()) };
             let wait = if sources.is_empty() {

@@ -10,9 +10,11 @@ use pgrx::PgRelation;
 
 use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
+use crate::core::model::{Column, PipelineDef};
 use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_START_COLUMN};
 use crate::core::time::fixed_micros;
-use crate::pg::catalog::{self, StoredColumn, StoredDefinition, StoredWindow};
+use crate::core::window::WindowSpec;
+use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner, as_owner};
 
@@ -244,14 +246,14 @@ fn create_pipeline(
         };
         let c = find(&cols, &source_sql, k, "key");
         require_ordering(&source_sql, c, "key");
-        if keys.iter().any(|s: &StoredColumn| &s.name == k) {
+        if keys.iter().any(|s: &Column| &s.name == k) {
             EtError::DuplicateColumn {
                 name: k.clone(),
                 detail: "The column appears twice in key.".into(),
             }
             .raise()
         }
-        keys.push(StoredColumn {
+        keys.push(Column {
             name: c.name.clone(),
             type_name: c.declared.clone(),
         });
@@ -259,7 +261,7 @@ fn create_pipeline(
     let event_id_col = event_id.map(|e| {
         let c = find(&cols, &source_sql, e, "event_id");
         require_ordering(&source_sql, c, "event_id");
-        StoredColumn {
+        Column {
             name: c.name.clone(),
             type_name: c.declared.clone(),
         }
@@ -396,19 +398,27 @@ fn create_pipeline(
         })
         .collect();
 
-    let stored = StoredDefinition {
+    let mut def = PipelineDef {
+        id: 0,
+        name: name.to_string(),
+        source: source_sql.clone(),
+        view_schema: view_schema.clone(),
+        event_time: event_time.to_string(),
         keys,
         event_id: event_id_col,
-        window: StoredWindow::Tumbling { size_us, origin_us },
-        lateness_us,
-        aggregates: resolved,
-        watermark_lag_us,
-        idle_timeout_us,
-        clock_lag_us,
-        max_ahead_us,
+        window: WindowSpec::Tumbling {
+            size: size_us,
+            origin: origin_us,
+        },
+        lateness: lateness_us,
+        aggs: resolved,
+        watermark_lag: watermark_lag_us,
+        idle_timeout: idle_timeout_us,
+        clock_lag: clock_lag_us,
+        max_ahead: max_ahead_us,
     };
-    let definition = serde_json::to_string(&stored).expect("definition serializes");
-    let key_names: Vec<String> = stored.keys.iter().map(|k| k.name.clone()).collect();
+    let definition = serde_json::to_string(&def).expect("definition serializes");
+    let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();
     let id = as_catalog_owner(|| {
         Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
@@ -440,13 +450,7 @@ fn create_pipeline(
     // The internal tables and the trigger function go into schema _eventtime, where only the
     // catalog owner creates objects; they are handed to the table's owner before anything runs
     // them. The trigger and the views are the owner's own DDL, made as the owner.
-    let def = stored.to_def(
-        id,
-        name,
-        source_sql.clone(),
-        view_schema,
-        event_time.to_string(),
-    );
+    def.id = id;
     let mut internal = def.create_tables();
     internal.push(def.create_trigger_function());
     internal.extend(def.hand_over(&security::role_name(owner)));

@@ -227,7 +227,7 @@ fn move_watermark(
         }
     }
     let cur = current.map(|c| c.into_inner());
-    let Some(new) = clock::pipeline_watermark(cur, &list, now, p.idle_timeout) else {
+    let Some(new) = clock::pipeline_watermark(cur, &list, now, p.def.idle_timeout) else {
         return (current, None);
     };
     if cur.is_some_and(|c| new <= c) {
@@ -376,7 +376,7 @@ fn tick() -> TableIterator<
         let p = catalog::load(&name);
         require_read_committed(&name, "eventtime.tick");
         let now = now();
-        let change = match p.clock_lag {
+        let change = match p.def.clock_lag {
             Some(lag) => Change::Advance {
                 source: CLOCK_SOURCE,
                 to: tstz(time::add(now, -lag)),
@@ -407,7 +407,7 @@ fn tick() -> TableIterator<
                         .is_none_or(|s| to.into_inner() > s.watermark),
                     _ => {
                         let cur = current.map(|c| c.into_inner());
-                        clock::pipeline_watermark(cur, &list, now, p.idle_timeout)
+                        clock::pipeline_watermark(cur, &list, now, p.def.idle_timeout)
                             .is_some_and(|new| cur.is_none_or(|c| new > c))
                     }
                 };
@@ -501,12 +501,12 @@ mod _eventtime {
         for (id, name) in ids {
             let p = catalog::load(&name);
             let (list, now) = as_catalog_owner(|| Spi::connect(|client| sources(client, id)));
-            let holding: Vec<String> = clock::holding_back(&list, now, p.idle_timeout)
+            let holding: Vec<String> = clock::holding_back(&list, now, p.def.idle_timeout)
                 .iter()
                 .map(|s| s.name.clone())
                 .collect();
             for s in &list {
-                let idle = s.idle(now, p.idle_timeout);
+                let idle = s.idle(now, p.def.idle_timeout);
                 rows.push((
                     name.clone(),
                     s.name.clone(),

@@ -1,10 +1,11 @@
-//! The pure core: window assignment, the landing rule, the pipeline clock from its sources, the aggregate list and the SQL each
-//! pipeline runs. Nothing here touches PostgreSQL, so all of it is tested with plain `#[test]`.
+//! The pure core: window assignment, the landing rule, the pipeline clock from its sources, the
+//! aggregate list, the pipeline definition (`model`) and the SQL each pipeline runs. Nothing here touches PostgreSQL, so all of it is tested with plain `#[test]`.
 
 pub mod aggregates;
 pub mod clock;
 pub mod ident;
 pub mod landing;
+pub mod model;
 pub mod sqlgen;
 pub mod time;
 pub mod window;

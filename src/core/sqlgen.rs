@@ -7,8 +7,9 @@
 //! Names are always quoted with [`quote_ident`]; values reach the SQL as numbers formatted here or
 //! as parameters, never as user text.
 
-use super::aggregates::{AggFunc, AvgKind, ResolvedAgg};
+use super::aggregates::{AggFunc, AvgKind};
 use super::ident::{quote_ident, quote_literal};
+pub use super::model::{Column, PipelineDef};
 use super::window::WindowSpec;
 
 pub const INTERNAL_SCHEMA: &str = "_eventtime";
@@ -64,34 +65,6 @@ enum Ledger {
 
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    pub name: String,
-    /// The type as `format_type` prints it, typmod included.
-    pub type_name: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct PipelineDef {
-    pub id: i32,
-    pub name: String,
-    /// The source table, schema-qualified and quoted.
-    pub source: String,
-    /// The schema of the source table, where the views go.
-    pub view_schema: String,
-    pub event_time: String,
-    pub keys: Vec<Column>,
-    pub event_id: Option<Column>,
-    pub window: WindowSpec,
-    pub lateness: i64,
-    pub aggs: Vec<ResolvedAgg>,
-    /// With a lag, each ingest statement advances the pipeline's `watermark_lag` source to the
-    /// greatest event time it saw minus the lag, and fires what that makes due.
-    pub watermark_lag: Option<i64>,
-    /// With a lag, event times later than `now()` plus this do not move the watermark.
-    pub max_ahead: Option<i64>,
-}
 
 /// A fixed duration as an interval literal with no day or month field, so that adding it to a
 /// `timestamptz` does not depend on the session time zone.
@@ -1020,7 +993,7 @@ impl PipelineDef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::aggregates::{AggSpec, AvgKind};
+    use crate::core::aggregates::{AggSpec, AvgKind, ResolvedAgg};
 
     fn def() -> PipelineDef {
         PipelineDef {
@@ -1043,6 +1016,8 @@ mod tests {
             },
             lateness: 86_400_000_000,
             watermark_lag: None,
+            idle_timeout: None,
+            clock_lag: None,
             max_ahead: Some(86_400_000_000),
             aggs: vec![
                 ResolvedAgg {

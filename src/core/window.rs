@@ -11,10 +11,17 @@ pub struct Window {
     pub end: Micros,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Stored in the catalog's definition as `{"kind": "tumbling", "size_us": ..., "origin_us": ...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum WindowSpec {
     /// Windows `[origin + k·size, origin + (k+1)·size)` for every integer `k`.
-    Tumbling { size: i64, origin: Micros },
+    Tumbling {
+        #[serde(rename = "size_us")]
+        size: i64,
+        #[serde(rename = "origin_us")]
+        origin: Micros,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

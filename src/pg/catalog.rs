@@ -5,84 +5,10 @@
 //! window and lateness in microseconds), from which the SQL of the pipeline is generated.
 
 use pgrx::prelude::*;
-use serde::{Deserialize, Serialize};
 
-use crate::core::aggregates::ResolvedAgg;
-use crate::core::sqlgen::{Column, PipelineDef};
-use crate::core::window::WindowSpec;
+use crate::core::model::PipelineDef;
 use crate::pg::error::EtError;
 use crate::pg::security::{self, as_catalog_owner};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoredColumn {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub type_name: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum StoredWindow {
-    Tumbling { size_us: i64, origin_us: i64 },
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoredDefinition {
-    pub keys: Vec<StoredColumn>,
-    pub event_id: Option<StoredColumn>,
-    pub window: StoredWindow,
-    pub lateness_us: i64,
-    pub aggregates: Vec<ResolvedAgg>,
-    /// Bounded out-of-orderness: ingest advances the source `watermark_lag` to the greatest
-    /// event time seen minus this.
-    #[serde(default)]
-    pub watermark_lag_us: Option<i64>,
-    /// Processing time after which a source that has not advanced stops counting.
-    #[serde(default)]
-    pub idle_timeout_us: Option<i64>,
-    /// `eventtime.tick()` advances the source `clock` to `now()` minus this.
-    #[serde(default)]
-    pub clock_lag_us: Option<i64>,
-    /// No watermark may be later than `now()` plus this (`'infinity'` excepted); event times later
-    /// than that do not move the source `watermark_lag`.
-    #[serde(default)]
-    pub max_ahead_us: Option<i64>,
-}
-
-impl StoredDefinition {
-    pub fn to_def(
-        &self,
-        id: i32,
-        name: &str,
-        source: String,
-        view_schema: String,
-        event_time: String,
-    ) -> PipelineDef {
-        let col = |c: &StoredColumn| Column {
-            name: c.name.clone(),
-            type_name: c.type_name.clone(),
-        };
-        PipelineDef {
-            id,
-            name: name.to_string(),
-            source,
-            view_schema,
-            event_time,
-            keys: self.keys.iter().map(col).collect(),
-            event_id: self.event_id.as_ref().map(col),
-            window: match self.window {
-                StoredWindow::Tumbling { size_us, origin_us } => WindowSpec::Tumbling {
-                    size: size_us,
-                    origin: origin_us,
-                },
-            },
-            lateness: self.lateness_us,
-            aggs: self.aggregates.clone(),
-            watermark_lag: self.watermark_lag_us,
-            max_ahead: self.max_ahead_us,
-        }
-    }
-}
 
 /// A pipeline as read from the catalog.
 pub struct Pipeline {
@@ -91,8 +17,6 @@ pub struct Pipeline {
     /// False when the source table was dropped after the pipeline was created.
     pub source_exists: bool,
     pub source_oid: pg_sys::Oid,
-    pub idle_timeout: Option<i64>,
-    pub clock_lag: Option<i64>,
     /// The role that owns the pipeline's objects, as whom its statements run.
     pub owner: pg_sys::Oid,
 }
@@ -155,23 +79,19 @@ pub fn load(name: &str) -> Pipeline {
         }
         .raise()
     };
-    let stored: StoredDefinition = serde_json::from_str(&definition)
+    let mut def: PipelineDef = serde_json::from_str(&definition)
         .expect("catalog definition is written by create_pipeline");
     let source_exists = source.is_some();
-    let def = stored.to_def(
-        id,
-        name,
-        source.unwrap_or_default(),
-        view_schema,
-        event_time,
-    );
+    def.id = id;
+    def.name = name.to_string();
+    def.source = source.unwrap_or_default();
+    def.view_schema = view_schema;
+    def.event_time = event_time;
     Pipeline {
         id,
         def,
         source_exists,
         source_oid,
-        idle_timeout: stored.idle_timeout_us,
-        clock_lag: stored.clock_lag_us,
         owner,
     }
 }

@@ -1,0 +1,128 @@
+//! The pipeline: one definition, resolved against the source table at creation, from which
+//! everything a pipeline runs is generated (`core::sqlgen`). It is stored as it is, in JSON, in
+//! the catalog column `definition`; the identity of the pipeline (id, name, source table, the
+//! schema of its views, its event-time column) lives in catalog columns of its own and is filled
+//! in when the definition is read.
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregates::ResolvedAgg;
+use super::window::WindowSpec;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    /// The type as `format_type` prints it, typmod included.
+    #[serde(rename = "type")]
+    pub type_name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PipelineDef {
+    #[serde(skip)]
+    pub id: i32,
+    #[serde(skip)]
+    pub name: String,
+    /// The source table, schema-qualified and quoted.
+    #[serde(skip)]
+    pub source: String,
+    /// The schema of the source table, where the views go.
+    #[serde(skip)]
+    pub view_schema: String,
+    #[serde(skip)]
+    pub event_time: String,
+    pub keys: Vec<Column>,
+    pub event_id: Option<Column>,
+    pub window: WindowSpec,
+    #[serde(rename = "lateness_us")]
+    pub lateness: i64,
+    #[serde(rename = "aggregates")]
+    pub aggs: Vec<ResolvedAgg>,
+    /// With a lag, each ingest statement advances the pipeline's `watermark_lag` source to the
+    /// greatest event time it saw minus the lag, and fires what that makes due.
+    #[serde(rename = "watermark_lag_us", default)]
+    pub watermark_lag: Option<i64>,
+    /// Processing time after which a source that has not advanced stops counting.
+    #[serde(rename = "idle_timeout_us", default)]
+    pub idle_timeout: Option<i64>,
+    /// `eventtime.tick()` advances the source `clock` to `now()` minus this.
+    #[serde(rename = "clock_lag_us", default)]
+    pub clock_lag: Option<i64>,
+    /// No watermark may be later than `now()` plus this (`'infinity'` excepted); with a lag,
+    /// event times later than that do not move the watermark.
+    #[serde(rename = "max_ahead_us", default)]
+    pub max_ahead: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::aggregates::{AggFunc, AggSpec};
+
+    #[test]
+    fn the_definition_is_stored_without_the_identity_and_read_back_whole() {
+        let def = PipelineDef {
+            id: 3,
+            name: "orders_daily".into(),
+            source: "public.orders".into(),
+            view_schema: "public".into(),
+            event_time: "ordered_at".into(),
+            keys: vec![Column {
+                name: "store".into(),
+                type_name: "text".into(),
+            }],
+            event_id: Some(Column {
+                name: "order_id".into(),
+                type_name: "bigint".into(),
+            }),
+            window: WindowSpec::Tumbling {
+                size: 86_400_000_000,
+                origin: 0,
+            },
+            lateness: 3_600_000_000,
+            aggs: vec![ResolvedAgg {
+                spec: AggSpec {
+                    func: AggFunc::Count,
+                    arg: None,
+                    alias: "orders".into(),
+                },
+                result_type: "bigint".into(),
+                acc_type: "bigint".into(),
+                avg_kind: None,
+            }],
+            watermark_lag: None,
+            idle_timeout: Some(60_000_000),
+            clock_lag: None,
+            max_ahead: Some(86_400_000_000),
+        };
+        let json: serde_json::Value = serde_json::to_value(&def).unwrap();
+        // The catalog's format: the window by kind, durations in microseconds, no identity.
+        assert_eq!(
+            json["window"],
+            serde_json::json!({"kind": "tumbling", "size_us": 86_400_000_000i64, "origin_us": 0})
+        );
+        assert_eq!(json["keys"][0]["type"], "text");
+        assert_eq!(json["lateness_us"], 3_600_000_000i64);
+        assert!(json.get("name").is_none() && json.get("id").is_none());
+        let back: PipelineDef = serde_json::from_value(json).unwrap();
+        assert_eq!(back.keys, def.keys);
+        assert_eq!(back.window, def.window);
+        assert_eq!(
+            (back.idle_timeout, back.max_ahead, back.clock_lag),
+            (def.idle_timeout, def.max_ahead, None)
+        );
+        // Settings added later default to none in definitions written before them.
+        let old = serde_json::json!({"keys": [], "event_id": null, "window": {"kind": "tumbling", "size_us": 1, "origin_us": 0},
+                                     "lateness_us": 0, "aggregates": []});
+        let old: PipelineDef = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            (
+                old.watermark_lag,
+                old.idle_timeout,
+                old.clock_lag,
+                old.max_ahead
+            ),
+            (None, None, None, None)
+        );
+    }
+}
