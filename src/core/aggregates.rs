@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ident::quote_ident;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AggFunc {
@@ -290,6 +292,106 @@ pub struct ResolvedAgg {
     pub acc_type: String,
     /// Set for `avg` only.
     pub avg_kind: Option<AvgKind>,
+}
+
+/// The algebra of a resolved aggregate in a pipeline's window state: its accumulator columns,
+/// the partial aggregate of a statement's rows, the merge of a partial into the stored state, the
+/// partial of a single row, and the published value. The `i`-th aggregate of a pipeline owns the
+/// state columns `_et_a<i>` (and `_et_a<i>_n` for `avg`) and reads its argument from `_et_v<i>`.
+/// A new aggregate is a new arm in each of these, and nothing else.
+impl ResolvedAgg {
+    /// The accumulator column `i` of the state.
+    pub fn acc_column(i: usize) -> String {
+        quote_ident(&format!("_et_a{i}"))
+    }
+
+    /// The count beside the accumulator of `avg` number `i`.
+    pub fn acc_n_column(i: usize) -> String {
+        quote_ident(&format!("_et_a{i}_n"))
+    }
+
+    /// The column the ingest statement gives the argument of aggregate `i`.
+    pub fn arg_column(i: usize) -> String {
+        quote_ident(&format!("_et_v{i}"))
+    }
+
+    /// The state columns of aggregate `i`, as (name, type).
+    pub fn acc_columns(&self, i: usize) -> Vec<(String, String)> {
+        let mut out = vec![(Self::acc_column(i), self.acc_type.clone())];
+        if self.avg_kind.is_some() {
+            out.push((Self::acc_n_column(i), "bigint NOT NULL".to_string()));
+        }
+        out
+    }
+
+    /// The partial aggregates, one per state column, over the rows of one statement of a key and
+    /// window.
+    pub fn partials(&self, i: usize) -> Vec<String> {
+        let v = Self::arg_column(i);
+        let mut out = vec![
+            match (self.spec.func, self.spec.arg.is_some(), self.avg_kind) {
+                (AggFunc::Count, false, _) => "count(*)".to_string(),
+                (AggFunc::Count, true, _) => format!("count({v})"),
+                (AggFunc::Sum, _, _) => format!("sum({v})"),
+                (AggFunc::Min, _, _) => format!("min({v})"),
+                (AggFunc::Max, _, _) => format!("max({v})"),
+                (AggFunc::Avg, _, Some(AvgKind::Numeric)) => format!("sum({v})::numeric"),
+                (AggFunc::Avg, _, Some(AvgKind::Float)) => format!("sum({v}::double precision)"),
+                (AggFunc::Avg, _, _) => format!("sum({v})"),
+            },
+        ];
+        if self.avg_kind.is_some() {
+            out.push(format!("count({v})"));
+        }
+        out
+    }
+
+    /// The partials of [`Self::partials`] over one row whose argument is the expression `arg`
+    /// (`None` for `count(*)`): the aggregate of one value is the value in the accumulator's type
+    /// (NULL for NULL), and a count is 1 or 0.
+    pub fn one_row_partials(&self, arg: Option<String>) -> Vec<String> {
+        let v = arg.unwrap_or_default();
+        let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
+        let mut out = vec![match (self.spec.func, self.spec.arg.is_some()) {
+            (AggFunc::Count, false) => "1::bigint".to_string(),
+            (AggFunc::Count, true) => present.clone(),
+            _ => format!("({v})::{}", self.acc_type),
+        }];
+        if self.avg_kind.is_some() {
+            out.push(present);
+        }
+        out
+    }
+
+    /// `SET` items that merge a statement's partials (`excluded`) into the stored state (`s`).
+    pub fn merges(&self, i: usize) -> Vec<String> {
+        let c = Self::acc_column(i);
+        let mut out = vec![match self.spec.func {
+            AggFunc::Count => format!("{c} = s.{c} + excluded.{c}"),
+            AggFunc::Min => format!("{c} = LEAST(s.{c}, excluded.{c})"),
+            AggFunc::Max => format!("{c} = GREATEST(s.{c}, excluded.{c})"),
+            AggFunc::Sum | AggFunc::Avg => format!(
+                "{c} = CASE WHEN s.{c} IS NULL THEN excluded.{c} WHEN excluded.{c} IS NULL THEN s.{c} ELSE s.{c} + excluded.{c} END"
+            ),
+        }];
+        if self.avg_kind.is_some() {
+            let n = Self::acc_n_column(i);
+            out.push(format!("{n} = s.{n} + excluded.{n}"));
+        }
+        out
+    }
+
+    /// The published value, from the state row aliased `u`, in PostgreSQL's own result type.
+    pub fn final_value(&self, i: usize, u: &str) -> String {
+        let c = format!("{u}.{}", Self::acc_column(i));
+        let n = format!("{u}.{}", Self::acc_n_column(i));
+        let e = match self.avg_kind {
+            None => c,
+            Some(AvgKind::Interval) => format!("{c} / NULLIF({n}, 0)::double precision"),
+            Some(_) => format!("{c} / NULLIF({n}, 0)"),
+        };
+        format!("({e})::{}", self.result_type)
+    }
 }
 
 #[cfg(test)]

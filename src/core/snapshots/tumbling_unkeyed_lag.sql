@@ -1,0 +1,182 @@
+-- tables
+CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
+CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT;
+CREATE INDEX ON _eventtime."p7_state" (window_end);
+CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now());
+CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version) NULLS NOT DISTINCT;
+CREATE TABLE _eventtime."p7_refused" (event_id text, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now());
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+
+-- trigger function
+CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
+#variable_conflict use_column
+<<pg_eventtime>>
+DECLARE
+  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;
+v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
+v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;
+BEGIN
+v_restricted := _eventtime.restrict();
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+PERFORM _eventtime.refuse_lag_isolation(7);
+END IF;
+LOCK TABLE _eventtime."p7_state" IN EXCLUSIVE MODE;
+SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r."ordered_at" AS c0, r."amount" AS c1
+INTO v_row FROM new_rows r LIMIT 1;
+IF v_row.n = 1 THEN
+WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
+SELECT p.watermark AS w,
+coalesce(p.watermark - interval '0:15:00.000000', '-infinity') AS t_open,
+coalesce(p.watermark - interval '0:15:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+),
+c AS MATERIALIZED (
+SELECT x."_et_window_start", CASE WHEN x."_et_window_start" IS NULL THEN 4 WHEN x."_et_window_start" > wm.t_open THEN 1 WHEN x."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing, wm.w
+FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c0, 900000000, 0) AS "_et_window_start") x CROSS JOIN wm
+),
+up AS (
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT c."_et_window_start", c."_et_window_start" + interval '0:15:00.000000', CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing < 3 AND true
+ON CONFLICT (window_start) DO UPDATE SET
+version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+RETURNING s.ctid
+)
+SELECT c."_et_window_start", c._et_landing, c.w, true, (SELECT ctid FROM up) FROM c
+INTO v_ws, v_landing, v_w, v_kept, v_tid;
+n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := CASE WHEN pg_eventtime.v_row.c0 <= pg_catalog.now() + interval '24:00:00.000000' THEN pg_eventtime.v_row.c0 END;
+IF v_landing = 4 THEN
+n_bad := 1;
+v_bad := pg_eventtime.v_row.c0;
+ELSIF NOT v_kept THEN
+n_duplicates := 1;
+ELSIF v_landing = 1 THEN
+n_accepted := 1;
+ELSIF v_landing = 2 THEN
+n_late := 1;
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
+SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w
+FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
+ELSE
+n_refused := 1;
+INSERT INTO _eventtime."p7_refused" (event_id, event_time, "row", window_start, window_end, deadline, watermark)
+SELECT NULL::text, r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_ws + interval '0:15:00.000000', pg_eventtime.v_ws + interval '0:15:00.000000' + interval '24:00:00.000000', pg_eventtime.v_w
+FROM new_rows r;
+END IF;
+ELSE
+WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
+SELECT p.watermark AS w,
+coalesce(p.watermark - interval '0:15:00.000000', '-infinity') AS t_open,
+coalesce(p.watermark - interval '0:15:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+),
+cls AS MATERIALIZED (
+SELECT r."_et_window_start", NULL::text AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
+CASE WHEN r."_et_window_start" IS NULL THEN 4 WHEN r."_et_window_start" > wm.t_open THEN 1 WHEN r."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing,
+CASE WHEN r."_et_window_start" <= wm.t_late THEN to_jsonb(r) - '_et_window_start' END AS _et_doc
+FROM (SELECT n.*, _eventtime.tumble_start(n."ordered_at", 900000000, 0) AS "_et_window_start" FROM new_rows n OFFSET 0) r
+CROSS JOIN wm
+),
+cls_n AS MATERIALIZED (
+SELECT count(*) AS rows, count(_et_eid) AS ids, max(CASE WHEN _et_et <= pg_catalog.now() + interval '24:00:00.000000' THEN _et_et END) AS max_et, max(_et_landing) AS max_landing,
+count(*) FILTER (WHERE _et_landing = 4) AS bad,
+(array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] AS bad_et
+FROM cls
+),
+kept AS NOT MATERIALIZED (SELECT * FROM cls),
+batch AS (
+SELECT "_et_window_start", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
+FROM kept WHERE _et_landing < 3 GROUP BY "_et_window_start"
+),
+refused AS (
+INSERT INTO _eventtime."p7_refused" (event_id, event_time, "row", window_start, window_end, deadline, watermark)
+SELECT c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_start" + interval '0:15:00.000000', c."_et_window_start" + interval '0:15:00.000000' + interval '24:00:00.000000', wm.w
+FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
+RETURNING 1
+),
+up AS (
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT "_et_window_start", "_et_window_start" + interval '0:15:00.000000', CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
+FROM batch ORDER BY "_et_window_start"
+ON CONFLICT (window_start) DO UPDATE SET
+version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+RETURNING s.*
+),
+late_versions AS (
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
+SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w
+FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
+RETURNING 1
+),
+counts AS MATERIALIZED (
+SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,
+coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
+(SELECT count(*) FROM refused) AS refused
+FROM batch
+)
+SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
+(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts
+INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;
+END IF;
+IF n_bad > 0 THEN
+PERFORM _eventtime.raise_event_time_error(7, pg_eventtime.v_bad);
+END IF;
+IF n_duplicates > 0 THEN
+INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES (7, n_duplicates);
+END IF;
+IF current_setting('pg_eventtime.collect_counts', true) = 'on' THEN
+PERFORM _eventtime.note_counts(7, n_accepted, n_late, n_refused, n_duplicates);
+END IF;
+PERFORM _eventtime.advance_by_watermark_lag(7, max_event_time);
+RETURN NULL;
+END pg_eventtime
+$eventtime$;
+
+-- trigger
+CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION _eventtime."p7_ingest"();
+
+-- views
+CREATE VIEW "public"."Orders ""daily""_history" AS SELECT window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history";
+CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON (window_start) window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY window_start, version DESC;
+CREATE VIEW "public"."Orders ""daily""_sealed" AS SELECT window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" WHERE version = 1;
+CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT event_id, event_time, "row", window_start, window_end, deadline, watermark, refused_at FROM _eventtime."p7_refused";
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+
+-- hand over
+ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
+ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
+ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
+REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
+ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
+
+-- fire
+WITH fired AS (
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
+SELECT f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1 FROM _eventtime."p7_state" f
+WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)
+RETURNING 1
+)
+SELECT count(*) FROM fired;
+
+-- purge
+WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING 1)
+SELECT count(*) FROM gone;
+
+-- drop
+DROP VIEW IF EXISTS "public"."Orders ""daily""_history";
+DROP VIEW IF EXISTS "public"."Orders ""daily""_latest";
+DROP VIEW IF EXISTS "public"."Orders ""daily""_sealed";
+DROP VIEW IF EXISTS "public"."Orders ""daily""_refused";
+DROP TRIGGER IF EXISTS "eventtime_ingest_p7" ON "public"."orders";
+DROP FUNCTION IF EXISTS _eventtime."p7_ingest"();
+DROP TABLE IF EXISTS _eventtime."p7_state";
+DROP TABLE IF EXISTS _eventtime."p7_history";
+DROP TABLE IF EXISTS _eventtime."p7_refused";
+

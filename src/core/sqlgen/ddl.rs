@@ -1,0 +1,169 @@
+//! The DDL of a pipeline: its internal tables, trigger and views, their hand-over to the
+//! pipeline's owner, and what `drop_pipeline` drops.
+
+use super::*;
+
+impl PipelineDef {
+    /// Tables and indexes, in creation order.
+    pub fn create_tables(&self) -> Vec<String> {
+        let keys = self.key_names(None);
+        let kd = prefix(&self.key_defs());
+        let mut out = vec![
+            format!(
+                "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
+                 version integer NOT NULL DEFAULT 0, {INTERNAL_PREFIX}n bigint NOT NULL{}) WITH (fillfactor = 70)",
+                self.table("state"),
+                self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
+            ),
+            format!(
+                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT",
+                self.table("state"),
+                prefix(&keys)
+            ),
+            format!("CREATE INDEX ON {} (window_end)", self.table("state")),
+            format!(
+                "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
+                 version integer NOT NULL, kind text NOT NULL, {}sealed boolean GENERATED ALWAYS AS (version = 1) STORED, \
+                 watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now())",
+                self.table("history"),
+                self.aggs.iter().map(|a| format!("{} {}, ", quote_ident(&a.spec.alias), a.result_type)).collect::<String>()
+            ),
+            format!(
+                "CREATE UNIQUE INDEX ON {} ({}window_start, version) NULLS NOT DISTINCT",
+                self.table("history"),
+                prefix(&keys)
+            ),
+            format!(
+                "CREATE TABLE {} ({kd}event_id {}, event_time timestamptz NOT NULL, \"row\" jsonb NOT NULL, \
+                 window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, \
+                 watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now())",
+                self.table("refused"),
+                self.event_id.as_ref().map(|c| c.type_name.as_str()).unwrap_or("text")
+            ),
+        ];
+        if let Some(eid) = &self.event_id {
+            out.push(format!(
+                "CREATE TABLE {} (window_start timestamptz NOT NULL, {kd}event_id {} NOT NULL)",
+                self.table("ids"),
+                eid.type_name
+            ));
+            out.push(format!(
+                "CREATE UNIQUE INDEX ON {} (window_start, {}event_id) NULLS NOT DISTINCT",
+                self.table("ids"),
+                prefix(&keys)
+            ));
+        }
+        // History and refused rows are written by the pipeline only.
+        for (t, what) in [("history", "history"), ("refused", "refused rows")] {
+            out.push(format!(
+                "CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.table(t),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+            out.push(format!(
+                "CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.table(t),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+        }
+        out
+    }
+
+    pub fn create_trigger(&self) -> String {
+        format!(
+            "CREATE TRIGGER {} AFTER INSERT ON {} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {}()",
+            self.trigger_name(),
+            self.source,
+            self.trigger_function()
+        )
+    }
+
+    /// The views, typed with the key and aggregate columns.
+    pub fn create_views(&self) -> Vec<String> {
+        let k = prefix(&self.key_names(None));
+        let aliases = prefix(&self.alias_cols());
+        let history_cols = format!(
+            "{k}window_start, window_end, version, kind, {aliases}sealed, watermark, fired_at"
+        );
+        let mut out = vec![
+            format!("CREATE VIEW {} AS SELECT {history_cols} FROM {}", self.view("_history"), self.table("history")),
+            format!(
+                "CREATE VIEW {} AS SELECT DISTINCT ON ({k}window_start) {history_cols} FROM {} ORDER BY {k}window_start, version DESC",
+                self.view("_latest"),
+                self.table("history")
+            ),
+            format!(
+                "CREATE VIEW {} AS SELECT {history_cols} FROM {} WHERE version = 1",
+                self.view("_sealed"),
+                self.table("history")
+            ),
+            format!(
+                "CREATE VIEW {} AS SELECT {k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark, refused_at FROM {}",
+                self.view("_refused"),
+                self.table("refused")
+            ),
+        ];
+        // Simple views would pass writes through to the tables: nobody writes history or
+        // refused rows but the pipeline.
+        for suffix in VIEW_SUFFIXES {
+            let what = if *suffix == "_refused" {
+                "refused rows"
+            } else {
+                "history"
+            };
+            out.push(format!(
+                "CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+                self.view(suffix),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+        }
+        out
+    }
+
+    /// Hands the internal tables and the trigger function, created by the catalog owner, to the
+    /// pipeline's owner `owner` (a quoted role name): the trigger function, `SECURITY DEFINER`,
+    /// then runs as that owner, and nobody but the trigger calls it.
+    pub fn hand_over(&self, owner: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .tables()
+            .iter()
+            .map(|t| format!("ALTER TABLE {} OWNER TO {owner}", self.table(t)))
+            .collect();
+        out.push(format!(
+            "REVOKE ALL ON FUNCTION {}() FROM PUBLIC",
+            self.trigger_function()
+        ));
+        out.push(format!(
+            "ALTER FUNCTION {}() OWNER TO {owner}",
+            self.trigger_function()
+        ));
+        out
+    }
+
+    /// Everything the pipeline created, in an order that drops dependents first. The source
+    /// table is left alone except for the trigger.
+    pub fn drop_objects(&self, source_exists: bool) -> Vec<String> {
+        let mut out: Vec<String> = VIEW_SUFFIXES
+            .iter()
+            .map(|s| format!("DROP VIEW IF EXISTS {}", self.view(s)))
+            .collect();
+        if source_exists {
+            out.push(format!(
+                "DROP TRIGGER IF EXISTS {} ON {}",
+                self.trigger_name(),
+                self.source
+            ));
+        }
+        out.push(format!(
+            "DROP FUNCTION IF EXISTS {}()",
+            self.trigger_function()
+        ));
+        for t in self.tables() {
+            out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));
+        }
+        out
+    }
+}

@@ -1,0 +1,364 @@
+//! The ingest statements: the set-based statement over a statement's transition table, and the
+//! short statement for a single row, with the pieces they share (watermark, window and landing of
+//! each row, the state upsert, late versions, refused rows).
+
+use super::*;
+
+impl PipelineDef {
+    /// The event time `et` as it may move the `watermark_lag` source: NULL when it is later than
+    /// `now()` plus `max_ahead` (a row from the future joins its window but moves no watermark).
+    pub(super) fn lag_event_time(&self, et: &str) -> String {
+        match (self.watermark_lag, self.max_ahead) {
+            (Some(_), Some(ahead)) => {
+                format!(
+                    "CASE WHEN {et} <= pg_catalog.now() + {} THEN {et} END",
+                    duration_literal(ahead)
+                )
+            }
+            _ => et.to_string(),
+        }
+    }
+
+    /// `wm`: the pipeline's watermark and the window starts after which a row is open or late,
+    /// read `FOR SHARE` (see *Locks* in the design note).
+    pub(super) fn watermark_cte(&self) -> String {
+        let (size, late) = (self.size(), self.late());
+        format!(
+            "wm AS MATERIALIZED (\n\
+               SELECT p.watermark AS w,\n\
+                      coalesce(p.watermark - {size}, '-infinity') AS t_open,\n\
+                      coalesce(p.watermark - {size} - {late}, '-infinity') AS t_late\n\
+               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
+             ),\n",
+            id = self.id,
+        )
+    }
+
+    /// The landing of a row whose window starts at `ws`, against `wm`: 1 open, 2 late, 3 refused,
+    /// and [`NO_WINDOW`] for a row whose event time has no window (NULL, infinite, or out of
+    /// range): nothing is written for it, and the trigger function raises its error after the
+    /// statement, which undoes the whole `INSERT`.
+    pub(super) fn landing_case(ws: &str) -> String {
+        format!(
+            "CASE WHEN {ws} IS NULL THEN {NO_WINDOW} WHEN {ws} > wm.t_open THEN 1 WHEN {ws} > wm.t_late THEN 2 ELSE 3 END"
+        )
+    }
+
+    /// The start of the window of event time `et`; NULL when it has none.
+    pub(super) fn window_start_of(&self, et: &str) -> String {
+        let (size_us, origin_us) = match self.window {
+            WindowSpec::Tumbling { size, origin } => (size, origin),
+        };
+        format!("{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us})")
+    }
+
+    /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
+    /// table `new_rows` with its window and landing.
+    pub(super) fn ingest_prelude(&self) -> String {
+        let kr = prefix(&self.key_names(Some("r")));
+        let et = quote_ident(&self.event_time);
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let args: String =
+            self.aggs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| {
+                    a.spec.arg.as_ref().map(|c| {
+                        format!("r.{} AS {}, ", quote_ident(c), ResolvedAgg::arg_column(i))
+                    })
+                })
+                .collect();
+        let eid = match &self.event_id {
+            Some(c) => format!("r.{}", quote_ident(&c.name)),
+            None => "NULL::text".to_string(),
+        };
+        format!(
+            "WITH /* pg_eventtime ingest */ {wm}\
+             cls AS MATERIALIZED (\n\
+               SELECT {kr}r.{ws}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
+                      {landing} AS _et_landing,\n\
+                      CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
+               FROM (SELECT n.*, {start} AS {ws} FROM new_rows n OFFSET 0) r\n\
+               CROSS JOIN wm\n\
+             ),\n",
+            wm = self.watermark_cte(),
+            landing = Self::landing_case(&format!("r.{ws}")),
+            start = self.window_start_of(&format!("n.{et}")),
+            ws_name = WINDOW_START_COLUMN,
+        )
+    }
+
+    /// The upsert of `rows` (key, window start, window end, 1 for a late row or batch and 0
+    /// otherwise, row count and one partial per accumulator column, in that order) into the
+    /// state: a late one moves `version` to the next version.
+    pub(super) fn state_upsert(&self, rows: &str, returning: &str) -> String {
+        let k = prefix(&self.key_names(None));
+        format!(
+            "INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
+             {rows}\n\
+             ON CONFLICT ({k}window_start) DO UPDATE SET\n\
+               version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
+             RETURNING {returning}",
+            state = self.table("state"),
+            acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
+            merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
+        )
+    }
+
+    /// A late version of each state row `u` that `from` (a FROM clause and its conditions)
+    /// yields, written under `watermark`.
+    pub(super) fn late_version_insert(&self, from: &str, watermark: &str) -> String {
+        format!(
+            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
+             SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}{watermark}\n\
+             {from}",
+            history = self.table("history"),
+            k = prefix(&self.key_names(None)),
+            ku = prefix(&self.key_names(Some("u"))),
+            aliases = prefix(&self.alias_cols()),
+            finals = prefix(&self.finals("u")),
+        )
+    }
+
+    /// Refused rows from `select`, whose columns are: keys, event id, event time, the row as
+    /// `jsonb`, and the window start `ws` it yields; `watermark` is the refusing watermark.
+    pub(super) fn refused_insert(
+        &self,
+        select: &str,
+        ws: &str,
+        watermark: &str,
+        from: &str,
+    ) -> String {
+        let (size, late) = (self.size(), self.late());
+        format!(
+            "INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
+             SELECT {select}, {ws}, {ws} + {size}, {ws} + {size} + {late}, {watermark}\n\
+             {from}",
+            refused = self.table("refused"),
+            k = prefix(&self.key_names(None)),
+        )
+    }
+
+    /// The set-based statement run once per ingest statement of several rows against the
+    /// transition table `new_rows`. It returns one row: accepted, late, refused, duplicates, and
+    /// the greatest event time of the statement.
+    pub fn ingest_statement(&self) -> String {
+        self.ingest_statement_for(Ledger::Dedup)
+    }
+
+    /// [`Self::ingest_statement`] with the ledger insert of `ledger`.
+    pub(super) fn ingest_statement_for(&self, ledger: Ledger) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let mut sql = self.ingest_prelude();
+        sql += &format!(
+            "cls_n AS MATERIALIZED (\n\
+                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
+                          count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
+                          (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
+                   FROM cls\n\
+                 ),\n",
+            max_et = self.lag_event_time("_et_et"),
+        );
+        if self.event_id.is_some() && ledger == Ledger::Fresh {
+            // Every id must be new: a duplicate anywhere fails the statement with a unique
+            // violation, and the trigger function then runs the statement that dedups.
+            sql += &format!(
+                "fresh AS (\n\
+                   INSERT INTO {ids} (window_start, {k}event_id)\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
+                 ),\n\
+                 kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
+                ids = self.table("ids"),
+            );
+        } else if self.event_id.is_some() {
+            let key_match: String = self
+                .keys
+                .iter()
+                .map(|c| {
+                    format!(
+                        " AND f.{0} IS NOT DISTINCT FROM c.{0}",
+                        quote_ident(&c.name)
+                    )
+                })
+                .collect();
+            // The ledger holds every (window, key, id) the pipeline has seen, refused rows included,
+            // for the pipeline's lifetime. When every row with an id was new (the common case),
+            // every row is kept; otherwise the first row of each new id is.
+            sql += &format!(
+                "fresh AS (\n\
+                   INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
+                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
+                   ON CONFLICT DO NOTHING\n\
+                   RETURNING i.window_start, {ki}i.event_id\n\
+                 ),\n\
+                 all_fresh AS MATERIALIZED (\n\
+                   SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
+                 ),\n\
+                 kept AS MATERIALIZED (\n\
+                   SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
+                   UNION ALL\n\
+                   SELECT d.* FROM (\n\
+                     SELECT DISTINCT ON (c.{ws}, {kc}c._et_eid) c.*\n\
+                     FROM cls c JOIN fresh f ON f.window_start = c.{ws} AND f.event_id = c._et_eid{key_match}\n\
+                     WHERE NOT (SELECT yes FROM all_fresh)\n\
+                     ORDER BY c.{ws}, {kc}c._et_eid\n\
+                   ) d\n\
+                   UNION ALL\n\
+                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
+                 ),\n",
+                ids = self.table("ids"),
+                ki = prefix(&self.key_names(Some("i"))),
+            );
+        } else {
+            sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
+        }
+        let accs = self.acc_cols();
+        sql += &format!(
+            "batch AS (\n\
+               SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
+               FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}\n\
+             ),\n",
+            partials = self
+                .partials()
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!(", {p} AS _et_p{i}"))
+                .collect::<String>(),
+        );
+        // The refused rows' scan is skipped when no row of the statement is past its grace.
+        let refused = self.refused_insert(
+            &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
+            &format!("c.{ws}"),
+            "wm.w",
+            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
+        );
+        let up = self.state_upsert(
+            &format!(
+                "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
+                 FROM batch ORDER BY {ws}{k_after}",
+                size = self.size(),
+                partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
+                k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
+            ),
+            "s.*",
+        );
+        let late_versions = self.late_version_insert(
+            "FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1",
+            "wm.w",
+        );
+        // The counts come from the groups and the refused rows, not from another scan of the rows:
+        // all rows of a group share its window, so its landing.
+        sql += &format!(
+            "refused AS (\n{refused}\n),\n\
+             up AS (\n{up}\n),\n\
+             late_versions AS (\n{late_versions}\n),\n\
+             counts AS MATERIALIZED (\n\
+               SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
+                      coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\
+                      (SELECT count(*) FROM refused) AS refused\n\
+               FROM batch\n\
+             )\n\
+             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),\n\
+                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts"
+        );
+        sql
+    }
+
+    /// The source columns a single-row statement reads into the record `v_row` of the trigger
+    /// function: keys, event id, event time and aggregate arguments, each once. Field `c<i>` holds
+    /// column `i` of this list. A record, not variables declared `%TYPE` after the source
+    /// columns, so that the function names no source table and survives its renaming.
+    pub(super) fn one_row_columns(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        let names = self
+            .keys
+            .iter()
+            .map(|k| k.name.as_str())
+            .chain(self.event_id.iter().map(|c| c.name.as_str()))
+            .chain(std::iter::once(self.event_time.as_str()))
+            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()));
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// The field that holds source column `name` in the single-row path, as the function's SQL
+    /// names it.
+    pub(super) fn one_row_var(&self, name: &str) -> String {
+        let i = self
+            .one_row_columns()
+            .iter()
+            .position(|c| *c == name)
+            .expect("column read by the single-row path");
+        format!("{FN_LABEL}.v_row.c{i}")
+    }
+
+    /// The partial aggregates of [`Self::partials`] over one row whose aggregate argument `c` is
+    /// the expression `arg(c)`.
+    pub(super) fn one_row_partials(&self, arg: impl Fn(&str) -> String) -> Vec<String> {
+        self.aggs
+            .iter()
+            .flat_map(|a| a.one_row_partials(a.spec.arg.as_deref().map(&arg)))
+            .collect()
+    }
+
+    /// The statement for a transition table of exactly one row, the single-row `INSERT`, whose
+    /// columns the trigger function has read into its variables: the watermark, the ledger
+    /// insert and the state upsert, and nothing else, so a short plan with few nodes to start.
+    /// It returns the window start, the landing, the watermark, whether the row is kept (not a
+    /// duplicate) and the `ctid` of the state row it upserted; the trigger function writes the
+    /// rare rest (a late version, a refused row) only when the landing asks for it.
+    pub fn ingest_one_statement(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let vk = prefix(
+            &self
+                .keys
+                .iter()
+                .map(|c| self.one_row_var(&c.name))
+                .collect::<Vec<_>>(),
+        );
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let mut sql = format!(
+            "WITH /* pg_eventtime ingest */ {wm}\
+             c AS MATERIALIZED (\n\
+               SELECT x.{ws}, {landing} AS _et_landing, wm.w\n\
+               FROM (SELECT {start} AS {ws}) x CROSS JOIN wm\n\
+             ),\n",
+            wm = self.watermark_cte(),
+            landing = Self::landing_case(&format!("x.{ws}")),
+            start = self.window_start_of(&self.one_row_var(&self.event_time)),
+        );
+        let kept = match &self.event_id {
+            Some(eid) => {
+                let v = self.one_row_var(&eid.name);
+                sql += &format!(
+                    "fresh AS (\n\
+                       INSERT INTO {ids} (window_start, {k}event_id)\n\
+                       SELECT c.{ws}, {vk}{v} FROM c WHERE {v} IS NOT NULL AND c._et_landing < {NO_WINDOW}\n\
+                       ON CONFLICT DO NOTHING\n\
+                       RETURNING 1\n\
+                     ),\n",
+                    ids = self.table("ids"),
+                );
+                format!("({v} IS NULL OR EXISTS (SELECT FROM fresh))")
+            }
+            None => "true".to_string(),
+        };
+        let up = self.state_upsert(
+            &format!(
+                "SELECT {vk}c.{ws}, c.{ws} + {size}, CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
+                 FROM c WHERE c._et_landing < 3 AND {kept}",
+                size = self.size(),
+                partials = self.one_row_partials(|c| self.one_row_var(c)).iter().map(|p| format!(", {p}")).collect::<String>(),
+            ),
+            "s.ctid",
+        );
+        sql += &format!("up AS (\n{up}\n)\nSELECT c.{ws}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c");
+        sql
+    }
+}

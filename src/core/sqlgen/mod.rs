@@ -1,0 +1,573 @@
+//! The SQL each pipeline runs, generated from its definition. One pipeline owns four tables in
+//! the internal schema (window state, event-id ledger, history, refused rows), one trigger
+//! function on its source table and four views beside the source table. Every statement here is
+//! set-based: the ingest statement handles a whole transition table, the advance statements a
+//! whole range of windows.
+//!
+//! Names are always quoted with [`quote_ident`]; values reach the SQL as numbers formatted here or
+//! as parameters, never as user text.
+//!
+//! One file per concern: `ddl` (tables, trigger, views, hand-over, drop), `ingest` (the ingest
+//! statements), `trigger` (the trigger function around them), `firing` (fire and purge). The
+//! algebra of each aggregate (state columns, partials, merges, published value) is in
+//! `core::aggregates`. The tests below keep golden snapshots of everything two canonical
+//! pipelines run in `src/core/snapshots/`: a change to the generated SQL is reviewed as a diff
+//! of those files (`UPDATE_SNAPSHOTS=1 cargo pgrx test` writes them anew).
+
+use super::aggregates::ResolvedAgg;
+use super::ident::{quote_ident, quote_literal};
+pub use super::model::{Column, PipelineDef};
+
+mod ddl;
+mod firing;
+mod ingest;
+mod trigger;
+use super::window::WindowSpec;
+
+pub const INTERNAL_SCHEMA: &str = "_eventtime";
+
+/// Column names the extension puts beside key and aggregate columns in its tables and views.
+pub const RESERVED_COLUMNS: &[&str] = &[
+    "window_start",
+    "window_end",
+    "version",
+    "kind",
+    "sealed",
+    "watermark",
+    "fired_at",
+    "event_id",
+    "event_time",
+    "row",
+    "deadline",
+    "refused_at",
+];
+
+/// Prefix of the internal columns of the window state; user names may not start with it.
+pub const INTERNAL_PREFIX: &str = "_et_";
+
+/// The window start each row gets in the ingest statement, beside the source columns; source
+/// tables may not have a column of that name.
+pub const WINDOW_START_COLUMN: &str = "_et_window_start";
+
+/// The setting `eventtime.ingest` turns on while its INSERT runs, so that the trigger hands it the
+/// counts; plain INSERT and COPY statements skip that call.
+pub const COLLECT_COUNTS: &str = "pg_eventtime.collect_counts";
+
+/// The label of the trigger function's block. Its SQL names the function's variables
+/// `pg_eventtime.<variable>` and resolves every unqualified name as a column
+/// (`#variable_conflict use_column`), so that no source column name can collide with a variable.
+const FN_LABEL: &str = "pg_eventtime";
+
+/// Statements of at least this many rows whose windows have no event id in the ledger yet try
+/// the ledger insert without dedup first (see [`PipelineDef::create_trigger_function`]).
+pub const FRESH_BULK_ROWS: i64 = 1000;
+
+/// The landing the ingest statements give a row whose event time has no window (NULL, infinite,
+/// or out of range); see [`PipelineDef::landing_case`].
+const NO_WINDOW: i32 = 4;
+
+/// How an ingest statement of several rows writes the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ledger {
+    /// `ON CONFLICT DO NOTHING`: duplicates are found and counted.
+    Dedup,
+    /// A plain insert that fails on the first duplicate: no probe of the index before each entry.
+    Fresh,
+}
+
+/// The views of a pipeline, by suffix.
+pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
+
+/// A fixed duration as an interval literal with no day or month field, so that adding it to a
+/// `timestamptz` does not depend on the session time zone.
+pub fn duration_literal(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let m = micros.unsigned_abs();
+    let (h, rest) = (m / 3_600_000_000, m % 3_600_000_000);
+    let (min, rest) = (rest / 60_000_000, rest % 60_000_000);
+    let (s, us) = (rest / 1_000_000, rest % 1_000_000);
+    format!("interval '{sign}{h}:{min:02}:{s:02}.{us:06}'")
+}
+
+/// The internal table `what` (`state`, `ids`, `history`, `refused`) of pipeline `id`, quoted.
+pub fn internal_table(id: i32, what: &str) -> String {
+    format!(
+        "{}.{}",
+        INTERNAL_SCHEMA,
+        quote_ident(&format!("p{id}_{what}"))
+    )
+}
+
+/// `items` followed by ", " when not empty, to put before other columns.
+fn prefix(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{}, ", items.join(", "))
+    }
+}
+
+impl PipelineDef {
+    pub fn table(&self, what: &str) -> String {
+        internal_table(self.id, what)
+    }
+
+    pub fn trigger_function(&self) -> String {
+        format!(
+            "{}.{}",
+            INTERNAL_SCHEMA,
+            quote_ident(&format!("p{}_ingest", self.id))
+        )
+    }
+
+    pub fn trigger_name(&self) -> String {
+        quote_ident(&format!("eventtime_ingest_p{}", self.id))
+    }
+
+    pub fn view(&self, suffix: &str) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.view_schema),
+            quote_ident(&format!("{}{}", self.name, suffix))
+        )
+    }
+
+    fn size(&self) -> String {
+        duration_literal(self.window.size())
+    }
+
+    fn late(&self) -> String {
+        duration_literal(self.lateness)
+    }
+
+    fn key_names(&self, alias: Option<&str>) -> Vec<String> {
+        self.keys
+            .iter()
+            .map(|k| match alias {
+                Some(a) => format!("{a}.{}", quote_ident(&k.name)),
+                None => quote_ident(&k.name),
+            })
+            .collect()
+    }
+
+    fn key_defs(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .map(|k| format!("{} {}", quote_ident(&k.name), k.type_name))
+            .collect()
+    }
+
+    fn acc_defs(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.acc_columns(i))
+            .map(|(c, t)| format!("{c} {t}"))
+            .collect()
+    }
+
+    fn acc_cols(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.acc_columns(i))
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    /// Partial aggregates over the accepted rows of one statement, grouped by key and window.
+    fn partials(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.partials(i))
+            .collect()
+    }
+
+    /// `SET` items that merge a statement's partials (`excluded`) into the stored state (`s`).
+    fn merges(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.merges(i))
+            .collect()
+    }
+
+    /// The published values computed from a state row aliased `u`.
+    fn finals(&self, u: &str) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a.final_value(i, u))
+            .collect()
+    }
+
+    fn alias_cols(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .map(|a| quote_ident(&a.spec.alias))
+            .collect()
+    }
+
+    /// The source columns the pipeline's statements name: event time, keys, event id and the
+    /// aggregates' arguments, each once.
+    pub fn used_columns(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = vec![self.event_time.as_str()];
+        let others = self
+            .keys
+            .iter()
+            .map(|k| k.name.as_str())
+            .chain(self.event_id.iter().map(|c| c.name.as_str()))
+            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()));
+        for c in others {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
+    fn tables(&self) -> &'static [&'static str] {
+        if self.event_id.is_some() {
+            &["state", "ids", "history", "refused"]
+        } else {
+            &["state", "history", "refused"]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::aggregates::{AggFunc, AggSpec, AvgKind};
+
+    fn def() -> PipelineDef {
+        PipelineDef {
+            id: 7,
+            name: "Orders \"daily\"".into(),
+            source: "\"public\".\"orders\"".into(),
+            view_schema: "public".into(),
+            event_time: "ordered_at".into(),
+            keys: vec![Column {
+                name: "store".into(),
+                type_name: "text".into(),
+            }],
+            event_id: Some(Column {
+                name: "order_id".into(),
+                type_name: "bigint".into(),
+            }),
+            window: WindowSpec::Tumbling {
+                size: 86_400_000_000,
+                origin: -946_684_800_000_000,
+            },
+            lateness: 86_400_000_000,
+            watermark_lag: None,
+            idle_timeout: None,
+            clock_lag: None,
+            max_ahead: Some(86_400_000_000),
+            aggs: vec![
+                ResolvedAgg {
+                    spec: AggSpec {
+                        func: AggFunc::Count,
+                        arg: None,
+                        alias: "orders".into(),
+                    },
+                    result_type: "bigint".into(),
+                    acc_type: "bigint".into(),
+                    avg_kind: None,
+                },
+                ResolvedAgg {
+                    spec: AggSpec {
+                        func: AggFunc::Avg,
+                        arg: Some("amount".into()),
+                        alias: "mean".into(),
+                    },
+                    result_type: "numeric".into(),
+                    acc_type: "numeric".into(),
+                    avg_kind: Some(AvgKind::Numeric),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn durations_have_no_day_field() {
+        assert_eq!(
+            duration_literal(86_400_000_000),
+            "interval '24:00:00.000000'"
+        );
+        assert_eq!(
+            duration_literal(90_061_000_001),
+            "interval '25:01:01.000001'"
+        );
+        assert_eq!(duration_literal(0), "interval '0:00:00.000000'");
+        assert_eq!(duration_literal(-1), "interval '-0:00:00.000001'");
+    }
+
+    #[test]
+    fn names_are_quoted_everywhere() {
+        let d = def();
+        assert_eq!(
+            d.view("_latest"),
+            "\"public\".\"Orders \"\"daily\"\"_latest\""
+        );
+        assert!(d
+            .create_views()
+            .iter()
+            .filter(|v| v.starts_with("CREATE VIEW"))
+            .all(|v| v.contains("\"store\"")));
+    }
+
+    #[test]
+    fn avg_is_published_from_sum_and_count() {
+        let d = def();
+        assert_eq!(
+            d.finals("u")[1],
+            "(u.\"_et_a1\" / NULLIF(u.\"_et_a1_n\", 0))::numeric"
+        );
+        assert!(d
+            .fire_statement()
+            .contains("(f.\"_et_a1\" / NULLIF(f.\"_et_a1_n\", 0))::numeric"));
+        assert!(!d.fire_statement().contains("UPDATE"));
+    }
+
+    #[test]
+    fn ingest_dedups_only_with_an_event_id() {
+        let mut d = def();
+        assert!(d.ingest_statement().contains("ON CONFLICT DO NOTHING"));
+        d.event_id = None;
+        let sql = d.ingest_statement();
+        assert!(!sql.contains("\"p7_ids\""));
+        assert!(sql.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
+    }
+
+    #[test]
+    fn one_row_partials_are_the_aggregates_of_one_value() {
+        let d = def();
+        // count(*), then avg(amount) as a numeric sum and a count of non-NULL values.
+        assert_eq!(
+            d.one_row_partials(|c| format!("v.{c}")),
+            [
+                "1::bigint",
+                "(v.amount)::numeric",
+                "CASE WHEN v.amount IS NULL THEN 0::bigint ELSE 1::bigint END",
+            ]
+        );
+        assert_eq!(
+            d.one_row_partials(|c| c.to_string()).len(),
+            d.partials().len()
+        );
+        let one = d.ingest_one_statement();
+        assert!(one.starts_with("WITH /* pg_eventtime ingest */"));
+        assert!(!one.contains("GROUP BY") && !one.contains("DISTINCT"));
+        // The late version and the refused row are not in its plan.
+        assert!(
+            !one.contains("p7_history") && !one.contains("p7_refused") && !one.contains("new_rows")
+        );
+    }
+
+    #[test]
+    fn the_one_row_path_reads_each_column_once_into_a_record() {
+        let mut d = def();
+        // The event id doubles as the aggregate argument: one variable for both.
+        d.aggs[1].spec.arg = Some("order_id".into());
+        assert_eq!(d.one_row_columns(), ["store", "order_id", "ordered_at"]);
+        assert_eq!(d.one_row_var("ordered_at"), "pg_eventtime.v_row.c2");
+        let f = d.create_trigger_function();
+        assert!(f.contains(
+            "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r.\"store\" AS c0, r.\"order_id\" AS c1, r.\"ordered_at\" AS c2\n\
+             INTO v_row FROM new_rows r LIMIT 1;"
+        ));
+        assert!(!f.contains(&d.source), "the function names no source table");
+        // In SQL, no variable is named without the block's label, and names resolve as columns;
+        // only the INTO lists, the conditions of IF and assignments, which have no table in
+        // scope, name them bare.
+        assert!(f.contains("#variable_conflict use_column\n<<pg_eventtime>>\n"));
+        let body = &f[f.find("BEGIN\n").unwrap()..];
+        let plpgsql = |l: &str| {
+            let l = l.trim_start();
+            ["INTO ", "IF ", "ELSIF "].iter().any(|p| l.starts_with(p))
+                || (l.starts_with("v_") && l.contains(" := "))
+        };
+        for line in body.lines().filter(|l| !plpgsql(l)) {
+            for (i, _) in line.match_indices("v_") {
+                let before = line[..i].chars().last().unwrap_or(' ');
+                if !(before.is_alphanumeric() || before == '_' || before == '"') {
+                    assert_eq!(before, '.', "unqualified variable in: {line}");
+                    assert!(line[..i].ends_with("pg_eventtime."), "{line}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_trigger_takes_the_one_row_statement_for_one_row() {
+        let d = def();
+        let f = d.create_trigger_function();
+        let one = f
+            .find(&d.ingest_one_statement())
+            .expect("one-row statement");
+        let many = f.find(&d.ingest_statement()).expect("statement");
+        assert!(f.find("IF v_row.n = 1 THEN").unwrap() < one && one < many);
+        assert!(f.contains(COLLECT_COUNTS));
+        assert!(f.starts_with(&format!(
+            "CREATE FUNCTION {}() RETURNS trigger",
+            d.trigger_function()
+        )));
+        assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));
+    }
+
+    #[test]
+    fn bulk_loads_of_new_windows_try_the_plain_ledger_insert_first() {
+        let mut d = def();
+        let fresh = d.ingest_statement_for(Ledger::Fresh);
+        let fresh_cte = &fresh[fresh.find("fresh AS (").unwrap()..fresh.find("kept AS").unwrap()];
+        assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
+        assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
+        let f = d.create_trigger_function();
+        let try_at = f.find("IF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
+        let handler = f
+            .find("EXCEPTION WHEN unique_violation THEN\nv_done := false;")
+            .unwrap();
+        assert!(try_at < f.find(&fresh).unwrap() && f.find(&fresh).unwrap() < handler);
+        // The statement that dedups, once, after the try: run when the try did not happen or
+        // failed.
+        assert_eq!(f.matches(&d.ingest_statement()).count(), 1);
+        let dedup = f.find(&d.ingest_statement()).unwrap();
+        assert!(f[handler..dedup].ends_with("IF NOT v_done THEN\n"));
+        // Without event ids there is no ledger and nothing to try.
+        d.event_id = None;
+        let f = d.create_trigger_function();
+        assert!(!f.contains("EXCEPTION") && !f.contains("IF (CASE WHEN v_row.n >="));
+        assert_eq!(f.matches(&d.ingest_statement()).count(), 1);
+    }
+
+    #[test]
+    fn the_statement_counts_from_its_groups_and_refuses_only_when_needed() {
+        let sql = def().ingest_statement();
+        let refused = &sql[sql.find("refused AS (").unwrap()..sql.find("up AS (").unwrap()];
+        assert!(refused.contains("WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3"));
+        let counts = &sql[sql.find("counts AS MATERIALIZED (").unwrap()..];
+        assert!(counts.contains("FROM batch") && !counts.contains("FROM kept"));
+        assert_eq!(
+            sql.matches("FROM kept").count(),
+            2,
+            "kept is read by batch and refused only"
+        );
+    }
+
+    #[test]
+    fn the_trigger_function_is_the_owners_and_restricts_itself_first() {
+        let mut d = def();
+        let f = d.create_trigger_function();
+        assert!(f.lines().next().unwrap().contains("SECURITY DEFINER"));
+        let body = &f[f.find("BEGIN\n").unwrap() + "BEGIN\n".len()..];
+        assert!(
+            body.starts_with("v_restricted := _eventtime.restrict();\n"),
+            "{body}"
+        );
+        let owner = "\"app owner\"";
+        let handed = d.hand_over(owner);
+        for t in ["state", "ids", "history", "refused"] {
+            assert!(
+                handed.contains(&format!("ALTER TABLE {} OWNER TO {owner}", d.table(t))),
+                "{t}"
+            );
+        }
+        let revoke = handed
+            .iter()
+            .position(|s| s.starts_with("REVOKE ALL ON FUNCTION"))
+            .unwrap();
+        let alter = handed
+            .iter()
+            .position(|s| {
+                s == &format!("ALTER FUNCTION {}() OWNER TO {owner}", d.trigger_function())
+            })
+            .unwrap();
+        assert!(revoke < alter);
+        // Without event ids there is no ledger to hand over.
+        d.event_id = None;
+        assert!(!d.hand_over(owner).iter().any(|s| s.contains("p7_ids")));
+        assert_eq!(d.hand_over(owner).len(), 5);
+    }
+
+    #[test]
+    fn no_keys_means_one_group_per_window() {
+        let mut d = def();
+        d.keys.clear();
+        let sql = d.ingest_statement();
+        assert!(sql.contains("GROUP BY \"_et_window_start\""));
+        assert!(sql.contains("ON CONFLICT (window_start)"));
+    }
+
+    /// Everything a pipeline runs, in one text: the golden snapshots below compare it with the
+    /// files in `src/core/snapshots/`, so that a change to what pipelines run shows up as a diff
+    /// of those files. `UPDATE_SNAPSHOTS=1 cargo pgrx test` writes them anew.
+    fn render(d: &PipelineDef) -> String {
+        let mut sections: Vec<(&str, Vec<String>)> = vec![
+            ("tables", d.create_tables()),
+            ("trigger function", vec![d.create_trigger_function()]),
+            ("trigger", vec![d.create_trigger()]),
+            ("views", d.create_views()),
+            ("hand over", d.hand_over("\"app owner\"")),
+        ];
+        sections.push(("fire", vec![d.fire_statement()]));
+        sections.push(("purge", vec![d.purge_statement()]));
+        sections.push(("drop", d.drop_objects(true)));
+        let mut out = String::new();
+        for (what, stmts) in sections {
+            out += &format!("-- {what}\n");
+            for s in stmts {
+                out += &s;
+                out += ";\n";
+            }
+            out += "\n";
+        }
+        out
+    }
+
+    fn check_snapshot(name: &str, d: &PipelineDef) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("src/core/snapshots/{name}.sql"));
+        let got = render(d);
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(got.lines().count().min(want.lines().count()));
+            panic!(
+                "the SQL of pipeline {name} differs from {} from line {}: review the change, then write it with UPDATE_SNAPSHOTS=1\n  now:  {}\n  file: {}",
+                path.display(),
+                line + 1,
+                got.lines().nth(line).unwrap_or("(end)"),
+                want.lines().nth(line).unwrap_or("(end)")
+            );
+        }
+    }
+
+    #[test]
+    fn golden_sql_of_a_keyed_daily_pipeline_with_event_ids() {
+        check_snapshot("tumbling_keyed_event_id", &def());
+    }
+
+    #[test]
+    fn golden_sql_of_an_unkeyed_pipeline_with_a_watermark_lag() {
+        let mut d = def();
+        d.keys.clear();
+        d.event_id = None;
+        d.watermark_lag = Some(60_000_000);
+        d.window = WindowSpec::Tumbling {
+            size: 900_000_000,
+            origin: 0,
+        };
+        check_snapshot("tumbling_unkeyed_lag", &d);
+    }
+}

@@ -1,0 +1,161 @@
+//! The trigger function of a pipeline: the PL/pgSQL around the ingest statements.
+
+use super::*;
+
+impl PipelineDef {
+    /// The PL/pgSQL of the single-row path, after the row's columns are in their variables:
+    /// [`Self::ingest_one_statement`], then the counts, and the late version or the refused row
+    /// when the landing asks for one.
+    pub(super) fn one_row_block(&self) -> String {
+        let kr = prefix(&self.key_names(Some("r")));
+        let eid = match &self.event_id {
+            Some(c) => format!("r.{}", quote_ident(&c.name)),
+            None => "NULL::text".to_string(),
+        };
+        format!(
+            "{stmt}\n\
+             INTO v_ws, v_landing, v_w, v_kept, v_tid;\n\
+             n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {max_et};\n\
+             IF v_landing = {NO_WINDOW} THEN\n\
+               n_bad := 1;\n\
+               v_bad := {et};\n\
+             ELSIF NOT v_kept THEN\n\
+               n_duplicates := 1;\n\
+             ELSIF v_landing = 1 THEN\n\
+               n_accepted := 1;\n\
+             ELSIF v_landing = 2 THEN\n\
+               n_late := 1;\n\
+               {late};\n\
+             ELSE\n\
+               n_refused := 1;\n\
+               {refused};\n\
+             END IF;\n",
+            stmt = self.ingest_one_statement(),
+            max_et = self.lag_event_time(&self.one_row_var(&self.event_time)),
+            et = self.one_row_var(&self.event_time),
+            late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
+            refused = self.refused_insert(
+                &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
+                &format!("{FN_LABEL}.v_ws"),
+                &format!("{FN_LABEL}.v_w"),
+                "FROM new_rows r",
+            ),
+        )
+    }
+
+    /// The PL/pgSQL that runs a statement of several rows: [`Self::ingest_statement`], after a
+    /// try of the statement with a plain ledger insert (`Ledger::Fresh`) when the statement has at
+    /// least [`FRESH_BULK_ROWS`] rows and no event id is in the ledger for any window between its
+    /// first and its last. That is the bulk load of new periods, where every id is new and the
+    /// index probe before each entry of `ON CONFLICT` is most of the statement's cost. A
+    /// duplicate (in the statement, in the ledger, or from a concurrent statement, whose entry the
+    /// unique index waits for) fails the try with a unique violation; its subtransaction is rolled
+    /// back and the statement that dedups runs instead.
+    pub(super) fn bulk_block(&self) -> String {
+        let stmt = format!(
+            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n",
+            self.ingest_statement()
+        );
+        let Some(_) = &self.event_id else {
+            return format!("ELSE\n{stmt}");
+        };
+        // One copy of the statement that dedups, run when the try did not happen or failed.
+        let et = quote_ident(&self.event_time);
+        format!(
+            "ELSE\n\
+             IF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
+               SELECT NOT EXISTS (SELECT FROM {ids} i WHERE i.window_start BETWEEN {lo} AND {hi})\n\
+               FROM (SELECT min(n.{et}) AS lo, max(n.{et}) AS hi FROM new_rows n) m\n\
+             ) ELSE false END) THEN\n\
+               BEGIN\n\
+             {fresh}\n\
+               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n\
+               v_done := true;\n\
+               EXCEPTION WHEN unique_violation THEN\n\
+                 v_done := false;\n\
+               END;\n\
+             END IF;\n\
+             IF NOT v_done THEN\n\
+             {stmt}\
+             END IF;\n",
+            ids = self.table("ids"),
+            lo = self.window_start_of("m.lo"),
+            hi = self.window_start_of("m.hi"),
+            fresh = self.ingest_statement_for(Ledger::Fresh),
+        )
+    }
+
+    /// The trigger function that runs, for each INSERT or COPY statement on the source table,
+    /// [`Self::ingest_statement`], or for a single row [`Self::one_row_block`]; records
+    /// duplicates, and hands the counts to `eventtime.ingest` when it is the caller.
+    ///
+    /// It is `SECURITY DEFINER`, owned by the pipeline's owner (see [`Self::hand_over`]), and its
+    /// first statement makes the rest a security-restricted operation (`_eventtime.restrict()`):
+    /// whoever inserts, the pipeline's statements run as the owner of the tables they write,
+    /// never above.
+    ///
+    /// The first query reads the number of rows of the transition table (up to
+    /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`.
+    ///
+    /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
+    /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything
+    /// else, never as an upgrade from the ROW EXCLUSIVE lock the ingest statement takes (two
+    /// ingest transactions upgrading would deadlock), and the ingest statement that follows takes
+    /// a fresh snapshot after it.
+    pub fn create_trigger_function(&self) -> String {
+        let (before, after) = match self.watermark_lag {
+            Some(_) => (
+                format!(
+                    "IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN\n\
+                       PERFORM {INTERNAL_SCHEMA}.refuse_lag_isolation({id});\n\
+                     END IF;\n\
+                     LOCK TABLE {state} IN EXCLUSIVE MODE;\n",
+                    id = self.id,
+                    state = self.table("state"),
+                ),
+                format!("PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time);\n", id = self.id),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let reads: String = self
+            .one_row_columns()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c)))
+            .collect();
+        format!(
+            "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
+             SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$\n\
+             #variable_conflict use_column\n\
+             <<{FN_LABEL}>>\n\
+             DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
+               v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
+               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;\n\
+             BEGIN\n\
+             v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
+             {before}\
+             SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
+             INTO v_row FROM new_rows r LIMIT 1;\n\
+             IF v_row.n = 1 THEN\n\
+             {one}\
+             {bulk}\
+             END IF;\n\
+             IF n_bad > 0 THEN\n\
+               PERFORM {INTERNAL_SCHEMA}.raise_event_time_error({id}, {FN_LABEL}.v_bad);\n\
+             END IF;\n\
+             IF n_duplicates > 0 THEN\n\
+               INSERT INTO {INTERNAL_SCHEMA}.duplicate_counts (pipeline_id, duplicates) VALUES ({id}, n_duplicates);\n\
+             END IF;\n\
+             IF current_setting('{COLLECT_COUNTS}', true) = 'on' THEN\n\
+               PERFORM {INTERNAL_SCHEMA}.note_counts({id}, n_accepted, n_late, n_refused, n_duplicates);\n\
+             END IF;\n\
+             {after}\
+             RETURN NULL;\n\
+             END {FN_LABEL}\n$eventtime$",
+            f = self.trigger_function(),
+            one = self.one_row_block(),
+            bulk = self.bulk_block(),
+            id = self.id,
+        )
+    }
+}
