@@ -54,33 +54,37 @@ pub struct PipelineDef {
     pub max_ahead: Option<i64>,
 }
 
+/// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
+/// quoting: the one the unit tests of the generated SQL and its golden snapshots use.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::aggregates::{AggFunc, AggSpec};
+pub(crate) fn sample() -> PipelineDef {
+    use super::aggregates::{AggFunc, AggSpec, AvgKind};
 
-    #[test]
-    fn the_definition_is_stored_without_the_identity_and_read_back_whole() {
-        let def = PipelineDef {
-            id: 3,
-            name: "orders_daily".into(),
-            source: "public.orders".into(),
-            view_schema: "public".into(),
-            event_time: "ordered_at".into(),
-            keys: vec![Column {
-                name: "store".into(),
-                type_name: "text".into(),
-            }],
-            event_id: Some(Column {
-                name: "order_id".into(),
-                type_name: "bigint".into(),
-            }),
-            window: WindowSpec::Tumbling {
-                size: 86_400_000_000,
-                origin: 0,
-            },
-            lateness: 3_600_000_000,
-            aggs: vec![ResolvedAgg {
+    PipelineDef {
+        id: 7,
+        name: "Orders \"daily\"".into(),
+        source: "\"public\".\"orders\"".into(),
+        view_schema: "public".into(),
+        event_time: "ordered_at".into(),
+        keys: vec![Column {
+            name: "store".into(),
+            type_name: "text".into(),
+        }],
+        event_id: Some(Column {
+            name: "order_id".into(),
+            type_name: "bigint".into(),
+        }),
+        window: WindowSpec::Tumbling {
+            size: 86_400_000_000,
+            origin: -946_684_800_000_000,
+        },
+        lateness: 86_400_000_000,
+        watermark_lag: None,
+        idle_timeout: None,
+        clock_lag: None,
+        max_ahead: Some(86_400_000_000),
+        aggs: vec![
+            ResolvedAgg {
                 spec: AggSpec {
                     func: AggFunc::Count,
                     arg: None,
@@ -89,20 +93,38 @@ mod tests {
                 result_type: "bigint".into(),
                 acc_type: "bigint".into(),
                 avg_kind: None,
-            }],
-            watermark_lag: None,
-            idle_timeout: Some(60_000_000),
-            clock_lag: None,
-            max_ahead: Some(86_400_000_000),
-        };
+            },
+            ResolvedAgg {
+                spec: AggSpec {
+                    func: AggFunc::Avg,
+                    arg: Some("amount".into()),
+                    alias: "mean".into(),
+                },
+                result_type: "numeric".into(),
+                acc_type: "numeric".into(),
+                avg_kind: Some(AvgKind::Numeric),
+            },
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_definition_is_stored_without_the_identity_and_read_back_whole() {
+        let mut def = sample();
+        def.idle_timeout = Some(60_000_000);
         let json: serde_json::Value = serde_json::to_value(&def).unwrap();
         // The catalog's format: the window by kind, durations in microseconds, no identity.
         assert_eq!(
             json["window"],
-            serde_json::json!({"kind": "tumbling", "size_us": 86_400_000_000i64, "origin_us": 0})
+            serde_json::json!({"kind": "tumbling", "size_us": 86_400_000_000i64, "origin_us": -946_684_800_000_000i64})
         );
         assert_eq!(json["keys"][0]["type"], "text");
-        assert_eq!(json["lateness_us"], 3_600_000_000i64);
+        assert_eq!(json["lateness_us"], 86_400_000_000i64);
+        assert_eq!(json["aggregates"][1]["avg_kind"], "numeric");
         assert!(json.get("name").is_none() && json.get("id").is_none());
         let back: PipelineDef = serde_json::from_value(json).unwrap();
         assert_eq!(back.keys, def.keys);

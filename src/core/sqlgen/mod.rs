@@ -240,55 +240,10 @@ impl PipelineDef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::aggregates::{AggFunc, AggSpec, AvgKind};
 
+    /// The canonical pipeline of these tests (see `core::model::sample`).
     fn def() -> PipelineDef {
-        PipelineDef {
-            id: 7,
-            name: "Orders \"daily\"".into(),
-            source: "\"public\".\"orders\"".into(),
-            view_schema: "public".into(),
-            event_time: "ordered_at".into(),
-            keys: vec![Column {
-                name: "store".into(),
-                type_name: "text".into(),
-            }],
-            event_id: Some(Column {
-                name: "order_id".into(),
-                type_name: "bigint".into(),
-            }),
-            window: WindowSpec::Tumbling {
-                size: 86_400_000_000,
-                origin: -946_684_800_000_000,
-            },
-            lateness: 86_400_000_000,
-            watermark_lag: None,
-            idle_timeout: None,
-            clock_lag: None,
-            max_ahead: Some(86_400_000_000),
-            aggs: vec![
-                ResolvedAgg {
-                    spec: AggSpec {
-                        func: AggFunc::Count,
-                        arg: None,
-                        alias: "orders".into(),
-                    },
-                    result_type: "bigint".into(),
-                    acc_type: "bigint".into(),
-                    avg_kind: None,
-                },
-                ResolvedAgg {
-                    spec: AggSpec {
-                        func: AggFunc::Avg,
-                        arg: Some("amount".into()),
-                        alias: "mean".into(),
-                    },
-                    result_type: "numeric".into(),
-                    acc_type: "numeric".into(),
-                    avg_kind: Some(AvgKind::Numeric),
-                },
-            ],
-        }
+        crate::core::model::sample()
     }
 
     #[test]
