@@ -18,6 +18,7 @@ use crate::core::time;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
+use crate::pg::zone;
 
 type Row = (
     TimestampWithTimeZone,
@@ -97,7 +98,7 @@ mod _eventtime {
             )
             .raise()
         }
-        let windows = def.window.windows(e.into_inner()).unwrap_or_else(|_| {
+        let windows = zone::windows(&def.window, e.into_inner()).unwrap_or_else(|_| {
             invalid(
                 format!("event time {e} has no window of pipeline \"{name}\""),
                 Some("Event times must be finite and inside the timestamp range."),

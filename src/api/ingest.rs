@@ -13,11 +13,16 @@ use pgrx::prelude::*;
 use crate::core::ident::quote_ident;
 use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::time;
-use crate::core::window::WindowSpec;
+use crate::core::window::{Period, WindowSpec};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::security;
+use crate::pg::zone::PgZone;
+
+fn tstz(t: i64) -> TimestampWithTimeZone {
+    TimestampWithTimeZone::try_from(t).expect("window bounds are valid timestamptz values")
+}
 
 #[derive(Default, Clone, Copy)]
 struct Counts {
@@ -50,6 +55,69 @@ mod _eventtime {
         let micros: i64 = event_time?.into_inner();
         let w = WindowSpec::tumbling_window(size_us, origin_us, micros).ok()?;
         Some(TimestampWithTimeZone::try_from(w.start).expect("window start is a valid timestamptz"))
+    }
+
+    /// The hopping windows `[origin + k·slide, origin + k·slide + size)` holding `event_time`; no
+    /// row when it has none (see [`tumble_start`]).
+    #[pg_extern(immutable, parallel_safe)]
+    fn hop(
+        event_time: Option<TimestampWithTimeZone>,
+        size_us: i64,
+        slide_us: i64,
+        origin_us: i64,
+    ) -> TableIterator<
+        'static,
+        (
+            name!(window_start, TimestampWithTimeZone),
+            name!(window_end, TimestampWithTimeZone),
+        ),
+    > {
+        let windows = event_time
+            .and_then(|e| {
+                WindowSpec::fixed_windows(size_us, slide_us, origin_us, e.into_inner()).ok()
+            })
+            .unwrap_or_default();
+        TableIterator::new(windows.into_iter().map(|w| (tstz(w.start), tstz(w.end))))
+    }
+
+    /// The calendar windows holding `event_time`: `size` and `slide` whole months when `months`,
+    /// whole days otherwise, from the wall-clock origin `origin_local_us` in `time_zone`; no row
+    /// when it has none.
+    #[pg_extern(immutable, parallel_safe)]
+    fn calendar(
+        event_time: Option<TimestampWithTimeZone>,
+        size: i32,
+        slide: i32,
+        months: bool,
+        origin_local_us: i64,
+        time_zone: &str,
+    ) -> TableIterator<
+        'static,
+        (
+            name!(window_start, TimestampWithTimeZone),
+            name!(window_end, TimestampWithTimeZone),
+        ),
+    > {
+        let period = |n| {
+            if months {
+                Period::Months(n)
+            } else {
+                Period::Days(n)
+            }
+        };
+        let windows = event_time
+            .and_then(|e| {
+                WindowSpec::calendar_windows(
+                    period(size),
+                    period(slide),
+                    origin_local_us,
+                    &PgZone::new(time_zone),
+                    e.into_inner(),
+                )
+                .ok()
+            })
+            .unwrap_or_default();
+        TableIterator::new(windows.into_iter().map(|w| (tstz(w.start), tstz(w.end))))
     }
 
     /// The error of a row whose event time has no window: NULL, infinite, or with a window outside

@@ -11,12 +11,15 @@ use pgrx::PgRelation;
 use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, PipelineDef};
-use crate::core::sqlgen::{INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_START_COLUMN};
+use crate::core::sqlgen::{
+    INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
+};
 use crate::core::time::fixed_micros;
-use crate::core::window::WindowSpec;
+use crate::core::window::{self, Period, WindowSpec, Zone};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner, as_owner};
+use crate::pg::zone::{self, PgZone};
 
 /// PostgreSQL's longest name, in bytes.
 const NAME_MAX: usize = 63;
@@ -99,6 +102,132 @@ fn duration(arg: &str, v: Interval, allow_zero: bool) -> i64 {
     us
 }
 
+/// A window length as `create_pipeline` takes it: a fixed duration (hours, minutes, seconds) or
+/// a calendar period (whole days and weeks, or whole months and years), never both.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Length {
+    Fixed(i64),
+    Calendar(Period),
+}
+
+const MIXED_HINT: &str = "A window is a fixed duration in hours, minutes or seconds ('26 hours'), or a calendar period in days, weeks, months or years ('1 day', '1 month'), not both.";
+
+fn length(arg: &str, v: Interval) -> Length {
+    let (months, days, micros) = (v.months(), v.days(), v.micros());
+    let fields = [months != 0, days != 0, micros != 0];
+    match (months, days, micros) {
+        (0, 0, us) if us > 0 => Length::Fixed(us),
+        (m, 0, 0) if m > 0 => Length::Calendar(Period::Months(m)),
+        (0, d, 0) if d > 0 => Length::Calendar(Period::Days(d)),
+        _ if fields.iter().filter(|f| **f).count() > 1 => invalid(
+            format!("{arg} \"{v}\" mixes calendar and clock fields"),
+            Some(MIXED_HINT),
+        )
+        .raise(),
+        _ => invalid(format!("{arg} \"{v}\" must be positive"), None).raise(),
+    }
+}
+
+/// 1970-01-01 00:00 UTC, the default origin of fixed windows.
+const UNIX_EPOCH: i64 = -946_684_800_000_000;
+
+/// The window of `create_pipeline`'s arguments, and the origin in force.
+fn window_spec(
+    size: Interval,
+    slide: Option<Interval>,
+    origin: Option<TimestampWithTimeZone>,
+    time_zone: Option<&str>,
+) -> (WindowSpec, i64) {
+    let origin: Option<i64> = origin.map(|o| {
+        if !o.is_finite() {
+            invalid("window_origin must be finite", None).raise()
+        }
+        o.into_inner()
+    });
+    let size_len = length("window_size", size);
+    let slide_len = slide.map(|s| (s, length("window_slide", s)));
+    let too_long = |s: Interval| -> ! {
+        invalid(
+            format!("window_slide \"{s}\" must be shorter than window_size \"{size}\""),
+            Some("Hopping windows slide by less than their size; for tumbling windows, leave window_slide out."),
+        )
+        .raise()
+    };
+    let other_kind = |s: Interval| -> ! {
+        invalid(
+            format!("window_slide \"{s}\" and window_size \"{size}\" are not of the same kind"),
+            Some("Give both as fixed durations (hours, minutes, seconds), both in days and weeks, or both in months and years."),
+        )
+        .raise()
+    };
+    match size_len {
+        Length::Fixed(size_us) => {
+            if let Some(zone) = time_zone {
+                invalid(
+                    format!("time_zone \"{zone}\" is given, but window_size \"{size}\" is a fixed duration"),
+                    Some("Fixed durations are the same in every zone and are aligned to window_origin in absolute time. For local days, weeks, months or years, give window_size in those units; otherwise leave time_zone out."),
+                )
+                .raise()
+            }
+            let origin = origin.unwrap_or(UNIX_EPOCH);
+            let spec = match slide_len {
+                None => WindowSpec::Tumbling {
+                    size: size_us,
+                    origin,
+                },
+                Some((_, Length::Fixed(slide_us))) if slide_us < size_us => WindowSpec::Hopping {
+                    size: size_us,
+                    slide: slide_us,
+                    origin,
+                },
+                Some((s, Length::Fixed(_))) => too_long(s),
+                Some((s, Length::Calendar(_))) => other_kind(s),
+            };
+            (spec, origin)
+        }
+        Length::Calendar(size_p) => {
+            let zone_name = time_zone.unwrap_or("UTC");
+            if !zone::known(zone_name) {
+                invalid(
+                    format!("time zone \"{zone_name}\" is not known"),
+                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin', or an abbreviation from pg_timezone_abbrevs."),
+                )
+                .raise()
+            }
+            let slide_p = match slide_len {
+                None => size_p,
+                Some((s, Length::Calendar(p))) => {
+                    if std::mem::discriminant(&p) != std::mem::discriminant(&size_p) {
+                        other_kind(s)
+                    }
+                    if p.count() >= size_p.count() {
+                        too_long(s)
+                    }
+                    p
+                }
+                Some((s, Length::Fixed(_))) => other_kind(s),
+            };
+            let zone = PgZone::new(zone_name);
+            // Whole weeks count from a Monday (ISO weeks), other days from 1 January 1970, months
+            // from January 1970: in wall-clock time of the zone.
+            let local_origin = match origin {
+                Some(o) => zone.local(o),
+                None => match slide_p {
+                    Period::Days(d) if d % 7 == 0 => window::local_time(1970, 1, 5, 0, 0),
+                    _ => window::local_time(1970, 1, 1, 0, 0),
+                },
+            };
+            let spec = WindowSpec::Calendar {
+                size: size_p,
+                slide: slide_p,
+                origin: local_origin,
+                time_zone: zone_name.to_string(),
+            };
+            (spec, zone.instant(local_origin))
+        }
+    }
+}
+
 /// Whether PostgreSQL has the built-in aggregate `func` for an argument of type `t`.
 fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
     Spi::get_one_with_args::<bool>(
@@ -127,11 +256,13 @@ fn create_pipeline(
     event_id: default!(Option<&str>, "NULL"),
     allowed_lateness: default!(Option<Interval>, "'0'"),
     aggregates: default!(Option<&str>, "'count(*) AS events'"),
-    window_origin: default!(Option<TimestampWithTimeZone>, "'1970-01-01 00:00:00+00'"),
+    window_origin: default!(Option<TimestampWithTimeZone>, "NULL"),
     watermark_lag: default!(Option<Interval>, "NULL"),
     idle_timeout: default!(Option<Interval>, "NULL"),
     clock_lag: default!(Option<Interval>, "NULL"),
     max_ahead: default!(Option<Interval>, "'1 day'"),
+    window_slide: default!(Option<Interval>, "NULL"),
+    time_zone: default!(Option<&str>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let name = required(name, F, "name");
@@ -141,7 +272,6 @@ fn create_pipeline(
     let key = required(key, F, "key");
     let allowed_lateness = required(allowed_lateness, F, "allowed_lateness");
     let aggregates_text = required(aggregates, F, "aggregates");
-    let window_origin = required(window_origin, F, "window_origin");
 
     // The name.
     if name.is_empty() {
@@ -219,12 +349,14 @@ fn create_pipeline(
         .raise()
     }
     let cols = source_columns(source_oid);
-    if cols.iter().any(|c| c.name == WINDOW_START_COLUMN) {
-        EtError::DuplicateColumn {
-            name: WINDOW_START_COLUMN.to_string(),
-            detail: format!("The ingest statement adds a column \"{WINDOW_START_COLUMN}\" beside the columns of {source_sql}."),
+    for added in [WINDOW_START_COLUMN, WINDOW_END_COLUMN] {
+        if cols.iter().any(|c| c.name == added) {
+            EtError::DuplicateColumn {
+                name: added.to_string(),
+                detail: format!("The ingest statement adds a column \"{added}\" beside the columns of {source_sql}."),
+            }
+            .raise()
         }
-        .raise()
     }
 
     // Columns.
@@ -268,16 +400,12 @@ fn create_pipeline(
     });
 
     // Window and lateness.
-    let size_us = duration("window_size", window_size, false);
+    let (window, origin_us) = window_spec(window_size, window_slide, window_origin, time_zone);
     let lateness_us = duration("allowed_lateness", allowed_lateness, true);
     let watermark_lag_us = watermark_lag.map(|v| duration("watermark_lag", v, true));
     let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
     let clock_lag_us = clock_lag.map(|v| duration("clock_lag", v, true));
     let max_ahead_us = max_ahead.map(|v| duration("max_ahead", v, true));
-    if !window_origin.is_finite() {
-        invalid("window_origin must be finite", None).raise()
-    }
-    let origin_us: i64 = window_origin.into_inner();
 
     // Aggregates.
     let specs = aggregates::parse(aggregates_text).unwrap_or_else(|e| {
@@ -406,10 +534,7 @@ fn create_pipeline(
         event_time: event_time.to_string(),
         keys,
         event_id: event_id_col,
-        window: WindowSpec::Tumbling {
-            size: size_us,
-            origin: origin_us,
-        },
+        window,
         lateness: lateness_us,
         aggs: resolved,
         watermark_lag: watermark_lag_us,
@@ -422,8 +547,9 @@ fn create_pipeline(
     let id = as_catalog_owner(|| {
         Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
-         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16) RETURNING id",
+         window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead, \
+         window_kind, window_slide, time_zone) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19) RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -432,7 +558,7 @@ fn create_pipeline(
             key_names.into(),
             event_id.into(),
             window_size.into(),
-            window_origin.into(),
+            TimestampWithTimeZone::try_from(origin_us).expect("origin in range").into(),
             allowed_lateness.into(),
             aggregates_text.into(),
             definition.as_str().into(),
@@ -441,6 +567,9 @@ fn create_pipeline(
             owner.into(),
             clock_lag.into(),
             max_ahead.into(),
+            def.window.kind_name().into(),
+            window_slide.into(),
+            def.window.time_zone().into(),
         ],
     )
     .expect("catalog insert")

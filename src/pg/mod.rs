@@ -4,3 +4,4 @@ pub mod catalog;
 pub mod error;
 pub mod jsonb;
 pub mod security;
+pub mod zone;

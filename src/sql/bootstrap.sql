@@ -15,8 +15,14 @@ CREATE TABLE _eventtime.pipeline (
     event_time       name NOT NULL,
     key_columns      name[] NOT NULL,
     event_id         name,
-    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling')),
+    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling', 'hopping')),
     window_size      interval NOT NULL,
+    -- NULL for tumbling windows.
+    window_slide     interval,
+    -- The zone of calendar periods (a size with a day, week, month or year field); NULL for
+    -- fixed durations.
+    time_zone        text,
+    -- The alignment in force (the default of the window's kind when create_pipeline had none).
     window_origin    timestamptz NOT NULL,
     allowed_lateness interval NOT NULL,
     watermark_lag    interval,

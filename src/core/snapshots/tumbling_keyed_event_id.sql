@@ -19,7 +19,7 @@ SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
 <<pg_eventtime>>
 DECLARE
   n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;
-v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
+v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
 v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;
 BEGIN
 v_restricted := _eventtime.restrict();
@@ -28,13 +28,13 @@ INTO v_row FROM new_rows r LIMIT 1;
 IF v_row.n = 1 THEN
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
-coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS t_open,
-coalesce(p.watermark - interval '24:00:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+coalesce(p.watermark, '-infinity') AS w_open,
+coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 ),
 c AS MATERIALIZED (
-SELECT x."_et_window_start", CASE WHEN x."_et_window_start" IS NULL THEN 4 WHEN x."_et_window_start" > wm.t_open THEN 1 WHEN x."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing, wm.w
-FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c2, 86400000000, -946684800000000) AS "_et_window_start") x CROSS JOIN wm
+SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", CASE WHEN x.window_end IS NULL THEN 4 WHEN x.window_end > wm.w_open THEN 1 WHEN x.window_end > wm.w_late THEN 2 ELSE 3 END AS _et_landing, wm.w
+FROM wm LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c2, 86400000000, -946684800000000) AS s) x) x ON true
 ),
 fresh AS (
 INSERT INTO _eventtime."p7_ids" (window_start, "store", event_id)
@@ -44,14 +44,14 @@ RETURNING 1
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_start" + interval '24:00:00.000000', CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
+SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
 FROM c WHERE c._et_landing < 3 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))
 ON CONFLICT ("store", window_start) DO UPDATE SET
 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
-SELECT c."_et_window_start", c._et_landing, c.w, (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh)), (SELECT ctid FROM up) FROM c
-INTO v_ws, v_landing, v_w, v_kept, v_tid;
+SELECT c."_et_window_start", c."_et_window_end", c._et_landing, c.w, (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh)), (SELECT ctid FROM up) FROM c
+INTO v_ws, v_we, v_landing, v_w, v_kept, v_tid;
 n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := pg_eventtime.v_row.c2;
 IF v_landing = 4 THEN
 n_bad := 1;
@@ -68,26 +68,27 @@ FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
 ELSE
 n_refused := 1;
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT r."store", r."order_id", r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_ws + interval '24:00:00.000000', pg_eventtime.v_ws + interval '24:00:00.000000' + interval '24:00:00.000000', pg_eventtime.v_w
+SELECT r."store", r."order_id", r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_we, pg_eventtime.v_we + interval '24:00:00.000000', pg_eventtime.v_w
 FROM new_rows r;
 END IF;
 ELSE
 IF (CASE WHEN v_row.n >= 1000 THEN (
-SELECT NOT EXISTS (SELECT FROM _eventtime."p7_ids" i WHERE i.window_start BETWEEN _eventtime.tumble_start(m.lo, 86400000000, -946684800000000) AND _eventtime.tumble_start(m.hi, 86400000000, -946684800000000))
+SELECT NOT EXISTS (SELECT FROM _eventtime."p7_ids" i WHERE i.window_start BETWEEN (SELECT min(w.window_start) FROM (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(m.lo, 86400000000, -946684800000000) AS s) x) w) AND (SELECT max(w.window_start) FROM (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(m.hi, 86400000000, -946684800000000) AS s) x) w))
 FROM (SELECT min(n."ordered_at") AS lo, max(n."ordered_at") AS hi FROM new_rows n) m
 ) ELSE false END) THEN
 BEGIN
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
-coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS t_open,
-coalesce(p.watermark - interval '24:00:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+coalesce(p.watermark, '-infinity') AS w_open,
+coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 ),
 cls AS MATERIALIZED (
-SELECT r."store", r."_et_window_start", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
-CASE WHEN r."_et_window_start" IS NULL THEN 4 WHEN r."_et_window_start" > wm.t_open THEN 1 WHEN r."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_start" <= wm.t_late THEN to_jsonb(r) - '_et_window_start' END AS _et_doc
-FROM (SELECT n.*, _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS "_et_window_start" FROM new_rows n OFFSET 0) r
+SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
+CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
+FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
 cls_n AS MATERIALIZED (
@@ -102,18 +103,18 @@ SELECT "_et_window_start", "store", _et_eid FROM cls WHERE _et_eid IS NOT NULL A
 ),
 kept AS NOT MATERIALIZED (SELECT * FROM cls),
 batch AS (
-SELECT "store", "_et_window_start", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
-FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start"
+SELECT "store", "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
+FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start", "_et_window_end"
 ),
 refused AS (
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_start" + interval '24:00:00.000000', c."_et_window_start" + interval '24:00:00.000000' + interval '24:00:00.000000', wm.w
+SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_start" + interval '24:00:00.000000', CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
+SELECT "store", "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
 FROM batch ORDER BY "_et_window_start", "store"
 ON CONFLICT ("store", window_start) DO UPDATE SET
 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
@@ -142,15 +143,16 @@ END IF;
 IF NOT v_done THEN
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
-coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS t_open,
-coalesce(p.watermark - interval '24:00:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+coalesce(p.watermark, '-infinity') AS w_open,
+coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 ),
 cls AS MATERIALIZED (
-SELECT r."store", r."_et_window_start", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
-CASE WHEN r."_et_window_start" IS NULL THEN 4 WHEN r."_et_window_start" > wm.t_open THEN 1 WHEN r."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_start" <= wm.t_late THEN to_jsonb(r) - '_et_window_start' END AS _et_doc
-FROM (SELECT n.*, _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS "_et_window_start" FROM new_rows n OFFSET 0) r
+SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
+CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
+FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
 cls_n AS MATERIALIZED (
@@ -181,18 +183,18 @@ UNION ALL
 SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)
 ),
 batch AS (
-SELECT "store", "_et_window_start", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
-FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start"
+SELECT "store", "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
+FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start", "_et_window_end"
 ),
 refused AS (
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_start" + interval '24:00:00.000000', c."_et_window_start" + interval '24:00:00.000000' + interval '24:00:00.000000', wm.w
+SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_start" + interval '24:00:00.000000', CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
+SELECT "store", "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
 FROM batch ORDER BY "_et_window_start", "store"
 ON CONFLICT ("store", window_start) DO UPDATE SET
 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"

@@ -17,7 +17,7 @@ SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
 <<pg_eventtime>>
 DECLARE
   n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;
-v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
+v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
 v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;
 BEGIN
 v_restricted := _eventtime.restrict();
@@ -30,24 +30,24 @@ INTO v_row FROM new_rows r LIMIT 1;
 IF v_row.n = 1 THEN
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
-coalesce(p.watermark - interval '0:15:00.000000', '-infinity') AS t_open,
-coalesce(p.watermark - interval '0:15:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+coalesce(p.watermark, '-infinity') AS w_open,
+coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 ),
 c AS MATERIALIZED (
-SELECT x."_et_window_start", CASE WHEN x."_et_window_start" IS NULL THEN 4 WHEN x."_et_window_start" > wm.t_open THEN 1 WHEN x."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing, wm.w
-FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c0, 900000000, 0) AS "_et_window_start") x CROSS JOIN wm
+SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", CASE WHEN x.window_end IS NULL THEN 4 WHEN x.window_end > wm.w_open THEN 1 WHEN x.window_end > wm.w_late THEN 2 ELSE 3 END AS _et_landing, wm.w
+FROM wm LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:15:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c0, 900000000, 0) AS s) x) x ON true
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT c."_et_window_start", c."_et_window_start" + interval '0:15:00.000000', CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+SELECT c."_et_window_start", c."_et_window_end", CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
 FROM c WHERE c._et_landing < 3 AND true
 ON CONFLICT (window_start) DO UPDATE SET
 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
-SELECT c."_et_window_start", c._et_landing, c.w, true, (SELECT ctid FROM up) FROM c
-INTO v_ws, v_landing, v_w, v_kept, v_tid;
+SELECT c."_et_window_start", c."_et_window_end", c._et_landing, c.w, true, (SELECT ctid FROM up) FROM c
+INTO v_ws, v_we, v_landing, v_w, v_kept, v_tid;
 n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := CASE WHEN pg_eventtime.v_row.c0 <= pg_catalog.now() + interval '24:00:00.000000' THEN pg_eventtime.v_row.c0 END;
 IF v_landing = 4 THEN
 n_bad := 1;
@@ -64,21 +64,22 @@ FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
 ELSE
 n_refused := 1;
 INSERT INTO _eventtime."p7_refused" (event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT NULL::text, r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_ws + interval '0:15:00.000000', pg_eventtime.v_ws + interval '0:15:00.000000' + interval '24:00:00.000000', pg_eventtime.v_w
+SELECT NULL::text, r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_we, pg_eventtime.v_we + interval '24:00:00.000000', pg_eventtime.v_w
 FROM new_rows r;
 END IF;
 ELSE
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
-coalesce(p.watermark - interval '0:15:00.000000', '-infinity') AS t_open,
-coalesce(p.watermark - interval '0:15:00.000000' - interval '24:00:00.000000', '-infinity') AS t_late
+coalesce(p.watermark, '-infinity') AS w_open,
+coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 ),
 cls AS MATERIALIZED (
-SELECT r."_et_window_start", NULL::text AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
-CASE WHEN r."_et_window_start" IS NULL THEN 4 WHEN r."_et_window_start" > wm.t_open THEN 1 WHEN r."_et_window_start" > wm.t_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_start" <= wm.t_late THEN to_jsonb(r) - '_et_window_start' END AS _et_doc
-FROM (SELECT n.*, _eventtime.tumble_start(n."ordered_at", 900000000, 0) AS "_et_window_start" FROM new_rows n OFFSET 0) r
+SELECT r."_et_window_start", r."_et_window_end", NULL::text AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
+CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
+FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:15:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 900000000, 0) AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
 cls_n AS MATERIALIZED (
@@ -89,18 +90,18 @@ FROM cls
 ),
 kept AS NOT MATERIALIZED (SELECT * FROM cls),
 batch AS (
-SELECT "_et_window_start", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
-FROM kept WHERE _et_landing < 3 GROUP BY "_et_window_start"
+SELECT "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
+FROM kept WHERE _et_landing < 3 GROUP BY "_et_window_start", "_et_window_end"
 ),
 refused AS (
 INSERT INTO _eventtime."p7_refused" (event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_start" + interval '0:15:00.000000', c."_et_window_start" + interval '0:15:00.000000' + interval '24:00:00.000000', wm.w
+SELECT c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "_et_window_start", "_et_window_start" + interval '0:15:00.000000', CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
+SELECT "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
 FROM batch ORDER BY "_et_window_start"
 ON CONFLICT (window_start) DO UPDATE SET
 version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"

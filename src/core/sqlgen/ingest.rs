@@ -19,37 +19,59 @@ impl PipelineDef {
         }
     }
 
-    /// `wm`: the pipeline's watermark and the window starts after which a row is open or late,
-    /// read `FOR SHARE` (see *Locks* in the design note).
+    /// `wm`: the pipeline's watermark `w`, and the window ends after which a row is open
+    /// (`w_open`) or late (`w_late`), read `FOR SHARE` (see *Locks* in the design note).
     pub(super) fn watermark_cte(&self) -> String {
-        let (size, late) = (self.size(), self.late());
         format!(
             "wm AS MATERIALIZED (\n\
                SELECT p.watermark AS w,\n\
-                      coalesce(p.watermark - {size}, '-infinity') AS t_open,\n\
-                      coalesce(p.watermark - {size} - {late}, '-infinity') AS t_late\n\
+                      coalesce(p.watermark, '-infinity') AS w_open,\n\
+                      coalesce(p.watermark - {late}, '-infinity') AS w_late\n\
                FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
              ),\n",
+            late = self.late(),
             id = self.id,
         )
     }
 
-    /// The landing of a row whose window starts at `ws`, against `wm`: 1 open, 2 late, 3 refused,
-    /// and [`NO_WINDOW`] for a row whose event time has no window (NULL, infinite, or out of
-    /// range): nothing is written for it, and the trigger function raises its error after the
-    /// statement, which undoes the whole `INSERT`.
-    pub(super) fn landing_case(ws: &str) -> String {
+    /// The landing of SPEC §2 for a row's window ending at `we`, against `wm`: 1 open
+    /// (`w < end`), 2 late (`end <= w < end + lateness`), 3 refused, and [`NO_WINDOW`] for a row
+    /// whose event time has no window (NULL, infinite, or out of range): nothing is written for
+    /// it, and the trigger function raises its error after the statement, which undoes the whole
+    /// `INSERT`.
+    pub(super) fn landing_case(we: &str) -> String {
         format!(
-            "CASE WHEN {ws} IS NULL THEN {NO_WINDOW} WHEN {ws} > wm.t_open THEN 1 WHEN {ws} > wm.t_late THEN 2 ELSE 3 END"
+            "CASE WHEN {we} IS NULL THEN {NO_WINDOW} WHEN {we} > wm.w_open THEN 1 WHEN {we} > wm.w_late THEN 2 ELSE 3 END"
         )
     }
 
-    /// The start of the window of event time `et`; NULL when it has none.
-    pub(super) fn window_start_of(&self, et: &str) -> String {
-        let (size_us, origin_us) = match self.window {
-            WindowSpec::Tumbling { size, origin } => (size, origin),
-        };
-        format!("{INTERNAL_SCHEMA}.tumble_start({et}, {size_us}, {origin_us})")
+    /// The windows of event time `et`, as a from-item to join `LATERAL ... ON true`: columns
+    /// `window_start` and `window_end`, one row per window (see `core::window`). A row whose event
+    /// time has no window gets NULLs.
+    pub(super) fn windows_of(&self, et: &str) -> String {
+        match &self.window {
+            WindowSpec::Tumbling { size, origin } => format!(
+                "(SELECT x.s AS window_start, x.s + {d} AS window_end FROM (SELECT {INTERNAL_SCHEMA}.tumble_start({et}, {size}, {origin}) AS s) x)",
+                d = duration_literal(*size),
+            ),
+            WindowSpec::Hopping {
+                size,
+                slide,
+                origin,
+            } => format!("{INTERNAL_SCHEMA}.hop({et}, {size}, {slide}, {origin})"),
+            WindowSpec::Calendar {
+                size,
+                slide,
+                origin,
+                time_zone,
+            } => format!(
+                "{INTERNAL_SCHEMA}.calendar({et}, {n}, {s}, {months}, {origin}, {zone})",
+                n = size.count(),
+                s = slide.count(),
+                months = matches!(size, Period::Months(_)),
+                zone = quote_literal(time_zone),
+            ),
+        }
     }
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
@@ -58,6 +80,7 @@ impl PipelineDef {
         let kr = prefix(&self.key_names(Some("r")));
         let et = quote_ident(&self.event_time);
         let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
         let args: String =
             self.aggs
                 .iter()
@@ -75,16 +98,18 @@ impl PipelineDef {
         format!(
             "WITH /* pg_eventtime ingest */ {wm}\
              cls AS MATERIALIZED (\n\
-               SELECT {kr}r.{ws}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
+               SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
-                      CASE WHEN r.{ws} <= wm.t_late THEN to_jsonb(r) - '{ws_name}' END AS _et_doc\n\
-               FROM (SELECT n.*, {start} AS {ws} FROM new_rows n OFFSET 0) r\n\
+                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc\n\
+               FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
+                     FROM new_rows n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n",
             wm = self.watermark_cte(),
-            landing = Self::landing_case(&format!("r.{ws}")),
-            start = self.window_start_of(&format!("n.{et}")),
+            landing = Self::landing_case(&format!("r.{we}")),
+            windows = self.windows_of(&format!("n.{et}")),
             ws_name = WINDOW_START_COLUMN,
+            we_name = WINDOW_END_COLUMN,
         )
     }
 
@@ -121,18 +146,19 @@ impl PipelineDef {
     }
 
     /// Refused rows from `select`, whose columns are: keys, event id, event time, the row as
-    /// `jsonb`, and the window start `ws` it yields; `watermark` is the refusing watermark.
+    /// `jsonb`; `ws` and `we` are the bounds of the window it missed, `watermark` the refusing
+    /// watermark.
     pub(super) fn refused_insert(
         &self,
         select: &str,
-        ws: &str,
+        (ws, we): (&str, &str),
         watermark: &str,
         from: &str,
     ) -> String {
-        let (size, late) = (self.size(), self.late());
+        let late = self.late();
         format!(
             "INSERT INTO {refused} ({k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark)\n\
-             SELECT {select}, {ws}, {ws} + {size}, {ws} + {size} + {late}, {watermark}\n\
+             SELECT {select}, {ws}, {we}, {we} + {late}, {watermark}\n\
              {from}",
             refused = self.table("refused"),
             k = prefix(&self.key_names(None)),
@@ -151,6 +177,7 @@ impl PipelineDef {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
         let mut sql = self.ingest_prelude();
         sql += &format!(
             "cls_n AS MATERIALIZED (\n\
@@ -217,8 +244,8 @@ impl PipelineDef {
         let accs = self.acc_cols();
         sql += &format!(
             "batch AS (\n\
-               SELECT {k}{ws}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
-               FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}\n\
+               SELECT {k}{ws}, {we}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
+               FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}, {we}\n\
              ),\n",
             partials = self
                 .partials()
@@ -230,15 +257,14 @@ impl PipelineDef {
         // The refused rows' scan is skipped when no row of the statement is past its grace.
         let refused = self.refused_insert(
             &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
-            &format!("c.{ws}"),
+            (&format!("c.{ws}"), &format!("c.{we}")),
             "wm.w",
             "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
         );
         let up = self.state_upsert(
             &format!(
-                "SELECT {k}{ws}, {ws} + {size}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
+                "SELECT {k}{ws}, {we}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
                  FROM batch ORDER BY {ws}{k_after}",
-                size = self.size(),
                 partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
                 k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
             ),
@@ -249,7 +275,8 @@ impl PipelineDef {
             "wm.w",
         );
         // The counts come from the groups and the refused rows, not from another scan of the rows:
-        // all rows of a group share its window, so its landing.
+        // all rows of a group share its window, so its landing. Rows of several windows count once
+        // per window.
         sql += &format!(
             "refused AS (\n{refused}\n),\n\
              up AS (\n{up}\n),\n\
@@ -310,9 +337,10 @@ impl PipelineDef {
     /// The statement for a transition table of exactly one row, the single-row `INSERT`, whose
     /// columns the trigger function has read into its variables: the watermark, the ledger
     /// insert and the state upsert, and nothing else, so a short plan with few nodes to start.
-    /// It returns the window start, the landing, the watermark, whether the row is kept (not a
-    /// duplicate) and the `ctid` of the state row it upserted; the trigger function writes the
-    /// rare rest (a late version, a refused row) only when the landing asks for it.
+    /// It returns the window's start and end, the landing, the watermark, whether the row is
+    /// kept (not a duplicate) and the `ctid` of the state row it upserted; the trigger function
+    /// writes the rare rest (a late version, a refused row) only when the landing asks for it.
+    /// Only for kinds that give a row one window (see `WindowSpec::multi`).
     pub fn ingest_one_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let vk = prefix(
@@ -323,15 +351,16 @@ impl PipelineDef {
                 .collect::<Vec<_>>(),
         );
         let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
         let mut sql = format!(
             "WITH /* pg_eventtime ingest */ {wm}\
              c AS MATERIALIZED (\n\
-               SELECT x.{ws}, {landing} AS _et_landing, wm.w\n\
-               FROM (SELECT {start} AS {ws}) x CROSS JOIN wm\n\
+               SELECT x.window_start AS {ws}, x.window_end AS {we}, {landing} AS _et_landing, wm.w\n\
+               FROM wm LEFT JOIN LATERAL {windows} x ON true\n\
              ),\n",
             wm = self.watermark_cte(),
-            landing = Self::landing_case(&format!("x.{ws}")),
-            start = self.window_start_of(&self.one_row_var(&self.event_time)),
+            landing = Self::landing_case("x.window_end"),
+            windows = self.windows_of(&self.one_row_var(&self.event_time)),
         );
         let kept = match &self.event_id {
             Some(eid) => {
@@ -351,14 +380,13 @@ impl PipelineDef {
         };
         let up = self.state_upsert(
             &format!(
-                "SELECT {vk}c.{ws}, c.{ws} + {size}, CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
+                "SELECT {vk}c.{ws}, c.{we}, CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
                  FROM c WHERE c._et_landing < 3 AND {kept}",
-                size = self.size(),
                 partials = self.one_row_partials(|c| self.one_row_var(c)).iter().map(|p| format!(", {p}")).collect::<String>(),
             ),
             "s.ctid",
         );
-        sql += &format!("up AS (\n{up}\n)\nSELECT c.{ws}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c");
+        sql += &format!("up AS (\n{up}\n)\nSELECT c.{ws}, c.{we}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c");
         sql
     }
 }

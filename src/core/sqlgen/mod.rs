@@ -22,7 +22,7 @@ mod ddl;
 mod firing;
 mod ingest;
 mod trigger;
-use super::window::WindowSpec;
+use super::window::{Period, WindowSpec};
 
 pub const INTERNAL_SCHEMA: &str = "_eventtime";
 
@@ -45,9 +45,10 @@ pub const RESERVED_COLUMNS: &[&str] = &[
 /// Prefix of the internal columns of the window state; user names may not start with it.
 pub const INTERNAL_PREFIX: &str = "_et_";
 
-/// The window start each row gets in the ingest statement, beside the source columns; source
-/// tables may not have a column of that name.
+/// The window start and end each row gets in the ingest statement, beside the source columns;
+/// source tables may not have columns of those names.
 pub const WINDOW_START_COLUMN: &str = "_et_window_start";
+pub const WINDOW_END_COLUMN: &str = "_et_window_end";
 
 /// The setting `eventtime.ingest` turns on while its INSERT runs, so that the trigger hands it the
 /// counts; plain INSERT and COPY statements skip that call.
@@ -130,10 +131,6 @@ impl PipelineDef {
             quote_ident(&self.view_schema),
             quote_ident(&format!("{}{}", self.name, suffix))
         )
-    }
-
-    fn size(&self) -> String {
-        duration_literal(self.window.size())
     }
 
     fn late(&self) -> String {
@@ -524,5 +521,50 @@ mod tests {
             origin: 0,
         };
         check_snapshot("tumbling_unkeyed_lag", &d);
+    }
+
+    #[test]
+    fn golden_sql_of_a_hopping_pipeline() {
+        let mut d = def();
+        d.window = WindowSpec::Hopping {
+            size: 3 * 3_600_000_000,
+            slide: 3_600_000_000,
+            origin: 0,
+        };
+        check_snapshot("hopping_keyed_event_id", &d);
+    }
+
+    #[test]
+    fn golden_sql_of_a_monthly_pipeline_in_berlin() {
+        let mut d = def();
+        d.window = WindowSpec::Calendar {
+            size: Period::Months(1),
+            slide: Period::Months(1),
+            origin: 0,
+            time_zone: "Europe/Berlin".into(),
+        };
+        check_snapshot("calendar_month_berlin", &d);
+    }
+
+    #[test]
+    fn a_row_of_several_windows_takes_the_statement_for_many_rows() {
+        let mut d = def();
+        d.window = WindowSpec::Calendar {
+            size: Period::Days(7),
+            slide: Period::Days(1),
+            origin: 0,
+            time_zone: "UTC".into(),
+        };
+        let f = d.create_trigger_function();
+        assert!(!f.contains("IF v_row.n = 1 THEN"));
+        assert!(f.contains("LEFT JOIN LATERAL _eventtime.calendar(n.\"ordered_at\", 7, 1, false, 0, 'UTC') w ON true"));
+        // Single-window calendar pipelines keep the single-row path.
+        d.window = WindowSpec::Calendar {
+            size: Period::Days(7),
+            slide: Period::Days(7),
+            origin: 0,
+            time_zone: "UTC".into(),
+        };
+        assert!(d.create_trigger_function().contains("IF v_row.n = 1 THEN"));
     }
 }

@@ -14,7 +14,7 @@ impl PipelineDef {
         };
         format!(
             "{stmt}\n\
-             INTO v_ws, v_landing, v_w, v_kept, v_tid;\n\
+             INTO v_ws, v_we, v_landing, v_w, v_kept, v_tid;\n\
              n_accepted := 0; n_late := 0; n_refused := 0; n_duplicates := 0; max_event_time := {max_et};\n\
              IF v_landing = {NO_WINDOW} THEN\n\
                n_bad := 1;\n\
@@ -36,7 +36,7 @@ impl PipelineDef {
             late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
             refused = self.refused_insert(
                 &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
-                &format!("{FN_LABEL}.v_ws"),
+                (&format!("{FN_LABEL}.v_ws"), &format!("{FN_LABEL}.v_we")),
                 &format!("{FN_LABEL}.v_w"),
                 "FROM new_rows r",
             ),
@@ -57,14 +57,13 @@ impl PipelineDef {
             self.ingest_statement()
         );
         let Some(_) = &self.event_id else {
-            return format!("ELSE\n{stmt}");
+            return stmt;
         };
         // One copy of the statement that dedups, run when the try did not happen or failed.
         let et = quote_ident(&self.event_time);
         format!(
-            "ELSE\n\
-             IF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
-               SELECT NOT EXISTS (SELECT FROM {ids} i WHERE i.window_start BETWEEN {lo} AND {hi})\n\
+            "IF (CASE WHEN v_row.n >= {FRESH_BULK_ROWS} THEN (\n\
+               SELECT NOT EXISTS (SELECT FROM {ids} i WHERE i.window_start BETWEEN (SELECT min(w.window_start) FROM {lo} w) AND (SELECT max(w.window_start) FROM {hi} w))\n\
                FROM (SELECT min(n.{et}) AS lo, max(n.{et}) AS hi FROM new_rows n) m\n\
              ) ELSE false END) THEN\n\
                BEGIN\n\
@@ -79,10 +78,24 @@ impl PipelineDef {
              {stmt}\
              END IF;\n",
             ids = self.table("ids"),
-            lo = self.window_start_of("m.lo"),
-            hi = self.window_start_of("m.hi"),
+            lo = self.windows_of("m.lo"),
+            hi = self.windows_of("m.hi"),
             fresh = self.ingest_statement_for(Ledger::Fresh),
         )
+    }
+
+    /// The single-row path when the statement has one row and the pipeline's windows give a row
+    /// one window, the statement for many rows otherwise.
+    fn branches(&self) -> String {
+        if self.window.multi() {
+            self.bulk_block()
+        } else {
+            format!(
+                "IF v_row.n = 1 THEN\n{}ELSE\n{}END IF;\n",
+                self.one_row_block(),
+                self.bulk_block()
+            )
+        }
     }
 
     /// The trigger function that runs, for each INSERT or COPY statement on the source table,
@@ -129,17 +142,14 @@ impl PipelineDef {
              #variable_conflict use_column\n\
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
-               v_row record; v_ws timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
+               v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
                v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;\n\
              BEGIN\n\
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
              SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
              INTO v_row FROM new_rows r LIMIT 1;\n\
-             IF v_row.n = 1 THEN\n\
-             {one}\
-             {bulk}\
-             END IF;\n\
+             {branches}\
              IF n_bad > 0 THEN\n\
                PERFORM {INTERNAL_SCHEMA}.raise_event_time_error({id}, {FN_LABEL}.v_bad);\n\
              END IF;\n\
@@ -153,8 +163,7 @@ impl PipelineDef {
              RETURN NULL;\n\
              END {FN_LABEL}\n$eventtime$",
             f = self.trigger_function(),
-            one = self.one_row_block(),
-            bulk = self.bulk_block(),
+            branches = self.branches(),
             id = self.id,
         )
     }
