@@ -14,10 +14,11 @@
 //! watermark is the minimum over the sources not marked idle, and never goes back) tells, for
 //! each Advance and MarkIdle, the pipeline watermark it leaves, and whether it moves it.
 //!
-//! The same log feeds three pipelines with the same definition (1-hour windows, 30 minutes of
-//! allowed lateness, key `k`, event id `id`, `count(*)`, `sum(amount)`, `max(amount)`, an
-//! `idle_timeout` of one hour that the few seconds of the test never reach), each on its own
-//! table of the same columns:
+//! The same log feeds three pipelines with the same definition (the windows of a [`Shape`]: 1-hour
+//! tumbling windows with 30 minutes of allowed lateness, hopping windows of 2 hours every 45
+//! minutes, or calendar months, 2 every month, with 5 days; key `k`, event id `id`, `count(*)`,
+//! `sum(amount)`, `max(amount)`, an `idle_timeout` of one hour that the few seconds of the test
+//! never reach), each on its own table of the same columns:
 //! - `live`: every step in log order; each row of a Deliver is a single-row `INSERT`; each
 //!   Advance and MarkIdle is a call of its own; `pg_sleep` now and then, so processing time passes.
 //! - `per_run`: each run of consecutive Deliver steps between two Advance/MarkIdle steps is one
@@ -31,8 +32,9 @@
 //!   write a late version with that watermark, which the (kind, watermark) collapse below cannot
 //!   tell from two live rows: `per_run` is compared only after collapsing its history too.
 //!
-//! Why they must agree. A row's landing depends only on its window and the pipeline watermark in
-//! force when its statement starts (SPEC §2-3), and the pipeline watermark is a function of the
+//! Why they must agree. A row's landing in each of its windows depends only on that window and
+//! the pipeline watermark in force when its statement starts (SPEC §2-3; per (row, window) pair
+//! for a row in several windows, §7), and the pipeline watermark is a function of the
 //! sequence of Advance and MarkIdle steps alone (the idle timeout never fires here). Every row is
 //! delivered under the same pipeline watermark in the three feeds, so it lands the same way:
 //! the same rows are accepted, refused and found duplicate, and each advance finds the same
@@ -74,20 +76,82 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::db::{self, Row};
 use crate::values::{
-    decimal, quote_literal, ts_key, ts_text, utc, Val, HOUR, INFINITY, MINUTE, SECOND,
+    decimal, quote_literal, ts_key, ts_text, utc, Val, DAY, HOUR, INFINITY, MINUTE, SECOND,
 };
+use crate::windows::WindowSpec;
 
-const DB: &str = "eventtime_property_backfill";
-/// The RNG streams of this test: the log, and the backfill's choice of INSERT or COPY.
-const STREAM_LOG: u64 = 4;
-const STREAM_REPLAY: u64 = 5;
 const SOURCES: [&str; 3] = ["p0", "p1", "p2"];
 const KEYS: [&str; 3] = ["a", "b", "c"];
-const SIZE: i64 = HOUR;
-const LATENESS: i64 = 30 * MINUTE;
-/// Steps before the final advances to infinity.
-const STEPS: usize = 220;
 const COLUMNS: &str = "id, src, k, amount, at";
+
+/// The window definition the three pipelines share, and the pace of the log around it.
+pub struct Shape {
+    /// Names the database and the messages.
+    pub label: &'static str,
+    /// The RNG streams of the log, and of the backfill's choice of INSERT or COPY.
+    pub streams: (u64, u64),
+    pub spec: WindowSpec,
+    pub lateness: i64,
+    /// The window arguments of `create_pipeline`, as SQL.
+    pub window_sql: &'static str,
+    /// The typical watermark step: a source moves by up to 1.25 of it, races ahead by 3 to 8.
+    pub unit: i64,
+    pub start: i64,
+    /// Steps before the final advances to infinity.
+    pub steps: usize,
+}
+
+impl Shape {
+    fn database(&self) -> String {
+        format!("eventtime_property_{}", self.label)
+    }
+}
+
+/// Tumbling hours with 30 minutes of grace, a log that moves by about an hour a step.
+pub fn hourly() -> Shape {
+    Shape {
+        label: "backfill",
+        streams: (4, 5),
+        spec: WindowSpec::tumbling(HOUR, 0),
+        lateness: 30 * MINUTE,
+        window_sql: "window_size => interval '1 hour', allowed_lateness => interval '30 minutes'",
+        unit: HOUR,
+        start: utc("2026-05-01 00:00"),
+        steps: 220,
+    }
+}
+
+/// Hopping windows of two hours every 45 minutes (SPEC §7): the slide does not divide the size,
+/// so a row is in two or three windows, each with its own landing, dedup and late versions.
+pub fn hopping() -> Shape {
+    Shape {
+        label: "backfill_hopping",
+        streams: (9, 10),
+        spec: WindowSpec::hopping(2 * HOUR, 45 * MINUTE, 0),
+        lateness: 30 * MINUTE,
+        window_sql: "window_size => interval '2 hours', window_slide => interval '45 minutes', \
+                     allowed_lateness => interval '30 minutes'",
+        unit: 45 * MINUTE,
+        start: utc("2026-06-01 00:00"),
+        steps: 160,
+    }
+}
+
+/// Hopping calendar months in UTC: two months every month, five days of grace, a log that
+/// moves by about a week a step; `max_ahead => NULL`, as a year of event time passes.
+pub fn calendar_hopping() -> Shape {
+    Shape {
+        label: "backfill_calendar",
+        streams: (11, 12),
+        spec: WindowSpec::months(2, 1, 0),
+        lateness: 5 * DAY,
+        window_sql: "window_size => interval '2 months', window_slide => interval '1 month', \
+                     allowed_lateness => interval '5 days', max_ahead => NULL",
+        unit: 7 * DAY,
+        start: utc("2024-01-01 00:00"),
+        steps: 160,
+    }
+}
 
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -163,7 +227,8 @@ struct Log {
     moves: Vec<bool>,
 }
 
-struct Generator {
+struct Generator<'a> {
+    shape: &'a Shape,
     rng: ChaCha8Rng,
     clocks: Clocks,
     start: i64,
@@ -172,11 +237,7 @@ struct Generator {
     sent: Vec<Vec<Val>>,
 }
 
-fn window_start(t: i64) -> i64 {
-    t.div_euclid(SIZE) * SIZE
-}
-
-impl Generator {
+impl Generator<'_> {
     /// The pipeline watermark, or where event time starts before the first advance.
     fn reference(&self) -> i64 {
         self.clocks
@@ -198,20 +259,23 @@ impl Generator {
 
     fn event_time(&mut self, source: usize) -> i64 {
         let (base, w) = (self.clock(source), self.reference());
+        let spec = self.shape.spec;
+        let (size, lateness) = (spec.span(), self.shape.lateness);
         let e = match self.rng.random_range(0..100) {
             // Ahead of the source: open, unless the source is behind the pipeline.
-            0..35 => base + self.rng.random_range(0..2 * SIZE),
+            0..35 => base + self.rng.random_range(0..2 * size),
             // Around the pipeline watermark: open, late within the grace, or just refused.
-            35..62 => w - self.rng.random_range(0..=SIZE + LATENESS),
+            35..62 => w - self.rng.random_range(0..=size + lateness),
             // Beyond the grace: the window's deadline has passed.
-            62..75 => w - (SIZE + LATENESS) - self.rng.random_range(0..4 * SIZE),
+            62..75 => w - (size + lateness) - self.rng.random_range(0..4 * size),
             // The first or last microsecond of a window near the watermark.
             _ => {
-                let s = window_start(w) + self.rng.random_range(-2..=1) * SIZE;
+                let k = self.rng.random_range(-(1 + spec.overlap())..=1);
+                let s = spec.nth_start(w, k);
                 return if self.rng.random_bool(0.5) {
                     s
                 } else {
-                    s + SIZE - 1
+                    spec.end(s) - 1
                 };
             }
         };
@@ -279,28 +343,28 @@ impl Generator {
 
     fn advance(&mut self) -> Step {
         let source = self.rng.random_range(0..SOURCES.len());
+        let unit = self.shape.unit;
         let to = match self.sources_watermark(source) {
             None => match self.clocks.pipeline {
                 None => {
-                    (self.start + self.rng.random_range(-30 * MINUTE..2 * HOUR)).div_euclid(MINUTE)
+                    (self.start + self.rng.random_range(-unit / 2..2 * unit)).div_euclid(MINUTE)
                         * MINUTE
                 }
                 // Registers behind the pipeline watermark (which then waits for it), or ahead.
-                Some(w) => (w + self.rng.random_range(-2 * HOUR..HOUR)).div_euclid(MINUTE) * MINUTE,
+                Some(w) => (w + self.rng.random_range(-2 * unit..unit)).div_euclid(MINUTE) * MINUTE,
             },
             Some(c) => match self.rng.random_range(0..100) {
                 0..55 => {
-                    (c + self.rng.random_range(SECOND..75 * MINUTE)).div_euclid(SECOND) * SECOND
+                    (c + self.rng.random_range(SECOND..unit * 5 / 4)).div_euclid(SECOND) * SECOND
                 }
-                // Onto the next window end or deadline, or a microsecond before.
+                // Onto the next window end or deadline (both after c), or a microsecond before.
                 55..70 => {
-                    let end = window_start(c) + SIZE;
+                    let end = self.shape.spec.next_end(c);
                     let b = if self.rng.random_bool(0.5) {
                         end
                     } else {
-                        end + LATENESS
+                        end + self.shape.lateness
                     };
-                    let b = if b <= c { b + SIZE } else { b };
                     if self.rng.random_bool(0.25) {
                         b - 1
                     } else {
@@ -308,9 +372,9 @@ impl Generator {
                     }
                 }
                 // Racing ahead of the other sources.
-                70..80 => c + self.rng.random_range(3 * HOUR..8 * HOUR),
+                70..80 => c + self.rng.random_range(3 * unit..8 * unit),
                 // Not ahead: a no-op.
-                _ => c - self.rng.random_range(0..HOUR).div_euclid(MINUTE) * MINUTE,
+                _ => c - self.rng.random_range(0..unit).div_euclid(MINUTE) * MINUTE,
             },
         };
         Step::Advance { source, to }
@@ -329,13 +393,14 @@ impl Generator {
     }
 }
 
-fn generate(seed: u64) -> Log {
+fn generate(shape: &Shape, seed: u64) -> Log {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(STREAM_LOG);
+    rng.set_stream(shape.streams.0);
     let mut g = Generator {
+        shape,
         rng,
         clocks: Clocks::default(),
-        start: utc("2026-05-01 00:00"),
+        start: shape.start,
         next_id: 0,
         sent: Vec::new(),
     };
@@ -350,7 +415,7 @@ fn generate(seed: u64) -> Log {
         log.watermarks.push(g.clocks.pipeline);
         log.moves.push(moved);
     };
-    for _ in 0..STEPS {
+    for _ in 0..shape.steps {
         let step = match g.rng.random_range(0..100) {
             0..60 => g.deliver(),
             60..94 => g.advance(),
@@ -434,7 +499,8 @@ fn collapse(versions: &[Version]) -> Vec<Version> {
     out
 }
 
-struct Run {
+struct Run<'a> {
+    shape: &'a Shape,
     seed: u64,
     db: Client,
     /// The backfill's choice of INSERT or COPY per statement.
@@ -443,11 +509,11 @@ struct Run {
     at: String,
 }
 
-impl Run {
+impl Run<'_> {
     fn ctx(&self) -> String {
         format!(
-            "seed {} (replay with PROPERTY_SEED={}), backfill equals live: {}",
-            self.seed, self.seed, self.at
+            "seed {} (replay with PROPERTY_SEED={}), backfill equals live ({}): {}",
+            self.seed, self.seed, self.shape.label, self.at
         )
     }
 
@@ -483,10 +549,10 @@ impl Run {
             sql += &format!(
                 "CREATE TABLE {t} (id bigint, src text, k text, amount numeric, at timestamptz);
                  SELECT eventtime.create_pipeline(name => {p}, source => {tl}, event_time => 'at',
-                     window_size => interval '1 hour', key => ARRAY['k'], event_id => 'id',
-                     allowed_lateness => interval '30 minutes',
+                     {w}, key => ARRAY['k'], event_id => 'id',
                      aggregates => 'count(*) AS n, sum(amount) AS total, max(amount) AS hi',
                      idle_timeout => interval '1 hour');\n",
+                w = self.shape.window_sql,
                 t = mode.table(),
                 p = quote_literal(mode.pipeline()),
                 tl = quote_literal(&mode.table()),
@@ -785,14 +851,16 @@ fn assert_same(ctx: &str, what: &str, name: &str, got: &[Row], backfill: &[Row])
     );
 }
 
-pub fn run(seed: u64) {
+pub fn run(shape: &Shape, seed: u64) {
     println!("seed {seed}");
-    let log = generate(seed);
+    let log = generate(shape, seed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(STREAM_REPLAY);
+    rng.set_stream(shape.streams.1);
+    let dbname = shape.database();
     let mut run = Run {
+        shape,
         seed,
-        db: db::fresh_database(DB),
+        db: db::fresh_database(&dbname),
         rng,
         at: String::new(),
     };
@@ -803,7 +871,8 @@ pub fn run(seed: u64) {
         let started = std::time::Instant::now();
         results.insert(mode, run.replay(mode, &log));
         println!(
-            "backfill equals live: {} fed in {:?}",
+            "backfill equals live ({}): {} fed in {:?}",
+            shape.label,
             mode.pipeline(),
             started.elapsed()
         );
@@ -979,9 +1048,10 @@ pub fn run(seed: u64) {
     let moves = log.moves.iter().filter(|&&m| m).count();
     let b = &counters[&Mode::Backfill];
     println!(
-        "backfill equals live: {} steps ({} deliveries of {rows_sent} rows, {advances} advances, {idles} mark_idle, \
+        "backfill equals live ({}): {} steps ({} deliveries of {rows_sent} rows, {advances} advances, {idles} mark_idle, \
          {moves} moved the pipeline watermark); refused {}, duplicates {}; firings live {}, per_run {}, backfill {}; \
          {} windows, {} of them with a late version 1 that differs",
+        shape.label,
         log.steps.len(),
         log.steps.len() - advances - idles,
         b[1].as_deref().unwrap_or("?"),
@@ -993,7 +1063,7 @@ pub fn run(seed: u64) {
         late_v1_differ
     );
     drop(run);
-    db::drop_database(DB);
+    db::drop_database(&dbname);
 }
 
 #[cfg(test)]

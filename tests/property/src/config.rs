@@ -1,6 +1,7 @@
 //! The pipeline configurations the property test drives, each on its own source table.
 
 use crate::values::{quote_ident, utc, DAY, HOUR, MINUTE};
+use crate::windows::WindowSpec;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Role {
@@ -39,12 +40,22 @@ pub struct Config {
     pub columns: Vec<Column>,
     /// Key columns in the order of the pipeline's key array.
     pub keys: Vec<&'static str>,
-    pub window: i64,
+    /// The model's windows, the same as `window_sql`, `slide_sql` and `origin` say.
+    pub windows: WindowSpec,
     pub window_sql: &'static str,
+    /// `window_slide`, for hopping windows.
+    pub slide_sql: Option<&'static str>,
+    /// What `eventtime.pipelines.time_zone` shows: the zone of a calendar size (the default,
+    /// UTC, as the model knows no other), NULL for a fixed size.
+    pub time_zone: Option<&'static str>,
     pub lateness: i64,
     pub lateness_sql: &'static str,
     /// `None` for the default origin, the Unix epoch.
     pub origin: Option<&'static str>,
+    /// `max_ahead => NULL`: a run over years of event time must not depend on the wall clock.
+    pub unbounded_ahead: bool,
+    /// How far a random watermark advance goes, at most one and a half times this.
+    pub advance: i64,
     pub aggregates: &'static str,
     /// The names the aggregates list gives, as the views spell them.
     pub aliases: Vec<&'static str>,
@@ -89,12 +100,6 @@ impl Config {
     pub fn key_indexes(&self) -> Vec<usize> {
         self.keys.iter().map(|k| self.column_index(k)).collect()
     }
-
-    pub fn origin_us(&self) -> i64 {
-        self.origin
-            .map(|o| utc(o.trim_end_matches("+00")))
-            .unwrap_or(0)
-    }
 }
 
 fn col(name: &'static str, sql_type: &'static str, role: Role, null_pct: u32) -> Column {
@@ -129,11 +134,15 @@ pub fn keyed_hourly() -> Config {
             col("occurred_at", "timestamptz", Role::EventTime, 0),
         ],
         keys: vec!["store", "region"],
-        window: HOUR,
+        windows: WindowSpec::tumbling(HOUR, 0),
         window_sql: "1 hour",
+        slide_sql: None,
+        time_zone: None,
         lateness: 2 * HOUR,
         lateness_sql: "2 hours",
         origin: None,
+        unbounded_ahead: false,
+        advance: HOUR,
         aggregates: "count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, \
                      avg(amount) AS mean, count(note) AS notes",
         aliases: vec!["n", "total", "lo", "hi", "mean", "notes"],
@@ -155,11 +164,15 @@ pub fn unkeyed_quarter_hour() -> Config {
             col("qty", "integer", Role::Qty, 5),
         ],
         keys: vec![],
-        window: 15 * MINUTE,
+        windows: WindowSpec::tumbling(15 * MINUTE, 0),
         window_sql: "15 minutes",
+        slide_sql: None,
+        time_zone: None,
         lateness: 0,
         lateness_sql: "0",
         origin: None,
+        unbounded_ahead: false,
+        advance: 15 * MINUTE,
         aggregates: "count(*) AS n, sum(qty) AS total",
         aliases: vec!["n", "total"],
         steps: 130,
@@ -168,7 +181,8 @@ pub fn unkeyed_quarter_hour() -> Config {
 }
 
 /// (c) Names that need quoting everywhere: schema, table, columns, pipeline and aggregate
-/// aliases; a text event id; daily windows aligned at 06:00 with a day of grace.
+/// aliases; a text event id; daily windows aligned at 06:00 with a day of grace. `'1 day'` is a
+/// calendar period (SPEC §7), in UTC 24 hours from local midnight, here moved to 06:00.
 pub fn quoted_daily() -> Config {
     Config {
         label: "quoted_daily",
@@ -183,15 +197,130 @@ pub fn quoted_daily() -> Config {
             col("Amount €", "numeric", Role::Amount, 5),
         ],
         keys: vec!["Store Name"],
-        window: DAY,
+        windows: WindowSpec::tumbling(DAY, utc("2026-01-01 06:00")),
         window_sql: "1 day",
+        slide_sql: None,
+        time_zone: Some("UTC"),
         lateness: DAY,
         lateness_sql: "1 day",
         origin: Some("2026-01-01 06:00+00"),
+        unbounded_ahead: false,
+        advance: DAY,
         aggregates: "count(*) AS \"Orders\", sum(\"Amount €\") AS \"Revenue €\", avg(\"Amount €\") AS \"Mean €\", \
                      min(\"Amount €\") AS lo",
         aliases: vec!["Orders", "Revenue €", "Mean €", "lo"],
         steps: 110,
         start: utc("2026-01-01 06:00"),
+    }
+}
+
+/// (d) Hopping windows of fixed durations (SPEC §7): three hours every hour, on a grid shifted
+/// to 20 past the hour, so that each row lands in three windows, often open in one, late in
+/// another and refused in a third; a bigint event id deduplicated per window, and a key.
+pub fn hopping_3h() -> Config {
+    Config {
+        label: "hopping_3h",
+        stream: 6,
+        schema: "public",
+        table: "clicks",
+        pipeline: "clicks_3h",
+        columns: vec![
+            col("id", "bigint", Role::EventId { text_prefix: None }, 3),
+            col("page", "text", Role::Key(&["home", "cart", "checkout"]), 8),
+            col("amount", "numeric", Role::Amount, 10),
+            col("at", "timestamptz", Role::EventTime, 0),
+        ],
+        keys: vec!["page"],
+        windows: WindowSpec::hopping(3 * HOUR, HOUR, utc("2026-04-01 00:20")),
+        window_sql: "3 hours",
+        slide_sql: Some("1 hour"),
+        time_zone: None,
+        lateness: 2 * HOUR,
+        lateness_sql: "2 hours",
+        origin: Some("2026-04-01 00:20+00"),
+        unbounded_ahead: false,
+        advance: HOUR,
+        aggregates:
+            "count(*) AS n, sum(amount) AS total, max(amount) AS hi, count(amount) AS priced",
+        aliases: vec!["n", "total", "hi", "priced"],
+        steps: 80,
+        start: utc("2026-04-01 00:00"),
+    }
+}
+
+/// (e) Calendar months in UTC (SPEC §7): each window from the 1st to the 1st, whatever the
+/// month's length (February of a leap year included), three days of grace, and a watermark
+/// that moves by days. A text event id and a key.
+pub fn calendar_monthly() -> Config {
+    Config {
+        label: "calendar_monthly",
+        stream: 7,
+        schema: "public",
+        table: "invoices",
+        pipeline: "invoices_monthly",
+        columns: vec![
+            col(
+                "customer",
+                "text",
+                Role::Key(&["acme", "globex", "initech"]),
+                5,
+            ),
+            col(
+                "invoice",
+                "text",
+                Role::EventId {
+                    text_prefix: Some("inv-"),
+                },
+                3,
+            ),
+            col("billed_at", "timestamptz", Role::EventTime, 0),
+            col("amount", "numeric", Role::Amount, 5),
+            col("qty", "integer", Role::Qty, 5),
+        ],
+        keys: vec!["customer"],
+        windows: WindowSpec::months(1, 1, 0),
+        window_sql: "1 month",
+        slide_sql: None,
+        time_zone: Some("UTC"),
+        lateness: 3 * DAY,
+        lateness_sql: "3 days",
+        origin: None,
+        unbounded_ahead: true,
+        advance: 4 * DAY,
+        aggregates: "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo",
+        aliases: vec!["n", "total", "mean_qty", "lo"],
+        steps: 80,
+        start: utc("2023-11-01 00:00"),
+    }
+}
+
+/// (f) Hopping calendar windows: three months every month, on a grid moved to the 15th at
+/// 06:00 by `window_origin`, so every row is in three windows; ten days of grace. No event id
+/// and no key: nothing is a duplicate, and one group per window.
+pub fn calendar_hopping() -> Config {
+    Config {
+        label: "calendar_hopping",
+        stream: 8,
+        schema: "public",
+        table: "readings",
+        pipeline: "readings_3m",
+        columns: vec![
+            col("at", "timestamptz", Role::EventTime, 0),
+            col("qty", "integer", Role::Qty, 5),
+        ],
+        keys: vec![],
+        windows: WindowSpec::months(3, 1, utc("2024-01-15 06:00")),
+        window_sql: "3 months",
+        slide_sql: Some("1 month"),
+        time_zone: Some("UTC"),
+        lateness: 10 * DAY,
+        lateness_sql: "10 days",
+        origin: Some("2024-01-15 06:00+00"),
+        unbounded_ahead: true,
+        advance: 8 * DAY,
+        aggregates: "count(*) AS n, sum(qty) AS total, max(qty) AS hi",
+        aliases: vec!["n", "total", "hi"],
+        steps: 70,
+        start: utc("2023-06-01 00:00"),
     }
 }

@@ -2,12 +2,14 @@
 //!
 //! Each pipeline configuration is driven by random ingest statements and watermark advances;
 //! after every step, what the extension publishes is compared with an independent model of
-//! SPEC §2-3 (see `model`). The seed comes from PROPERTY_SEED and is printed, and every failure
+//! SPEC §2-3 and §7 (see `model`, and `windows` for the windows of a row: tumbling, hopping and
+//! calendar months). The seed comes from PROPERTY_SEED and is printed, and every failure
 //! message names it, so that any failure can be replayed.
 //!
 //! `backfill` checks a metamorphic property instead of a model: one stored event log over three
 //! watermark sources, fed live (a statement per row) and as a backfill (a statement per
-//! pipeline watermark), publishes the same results once the live late versions are collapsed.
+//! pipeline watermark), publishes the same results once the live late versions are collapsed;
+//! for tumbling, hopping and hopping calendar windows.
 
 pub mod backfill;
 pub mod config;
@@ -15,6 +17,7 @@ pub mod db;
 pub mod model;
 pub mod scenario;
 pub mod values;
+pub mod windows;
 pub mod worked_example;
 
 /// The seed to run with: PROPERTY_SEED, or a fixed default so that plain runs are repeatable.

@@ -1,10 +1,14 @@
-//! The independent model of one pipeline, written from SPEC §2-3 and nothing else: tumbling
-//! windows, the landing rule, event-id dedup (every id is remembered for the pipeline's
-//! lifetime, as SPEC §3 says), firings and purging. It knows which rows a
-//! window accepted only through the landings it returns; the rows themselves go to the model's
-//! tables in the test database, where PostgreSQL computes the expected aggregates.
+//! The independent model of one pipeline, written from SPEC §2-3 and §7 and nothing else: the
+//! windows of a row (`windows`), the landing rule, event-id dedup (every id is remembered for
+//! the pipeline's lifetime, as SPEC §3 says), firings and purging. A row in several windows is
+//! judged, deduplicated, counted, fired and refused in each on its own (SPEC §7): every rule
+//! below is per (row, window) pair. It knows which rows a window accepted only through the
+//! landings it returns; the rows themselves go to the model's tables in the test database, where
+//! PostgreSQL computes the expected aggregates.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::windows::WindowSpec;
 
 /// Key values as text, `None` for NULL: NULL groups with NULL, as in `GROUP BY`.
 pub type Keys = Vec<Option<String>>;
@@ -81,8 +85,7 @@ pub struct Event {
 }
 
 pub struct Model {
-    size: i64,
-    origin: i64,
+    spec: WindowSpec,
     lateness: i64,
     dedup: bool,
     pub watermark: Option<i64>,
@@ -94,11 +97,10 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(size: i64, origin: i64, lateness: i64, dedup: bool) -> Model {
-        assert!(size > 0 && lateness >= 0);
+    pub fn new(spec: WindowSpec, lateness: i64, dedup: bool) -> Model {
+        assert!(lateness >= 0);
         Model {
-            size,
-            origin,
+            spec,
             lateness,
             dedup,
             watermark: None,
@@ -109,65 +111,35 @@ impl Model {
         }
     }
 
-    pub fn size(&self) -> i64 {
-        self.size
+    pub fn spec(&self) -> WindowSpec {
+        self.spec
     }
 
     pub fn lateness(&self) -> i64 {
         self.lateness
     }
 
-    pub fn window_start(&self, event_time: i64) -> i64 {
-        self.origin + (event_time - self.origin).div_euclid(self.size) * self.size
-    }
-
-    /// One ingest statement. Every row is classified against the watermark in force when the
-    /// statement starts; each window that took a late row gets one new version.
-    pub fn ingest(&mut self, events: &[Event]) -> (Vec<Landing>, Counts) {
+    /// One ingest statement: for each row, the landing in each of its windows, oldest first.
+    /// Every pair is classified against the watermark in force when the statement starts; each
+    /// window that took a late row gets one new version.
+    pub fn ingest(&mut self, events: &[Event]) -> (Vec<Vec<Landing>>, Counts) {
         let w = self.watermark;
         let mut counts = Counts::default();
         let mut landings = Vec::with_capacity(events.len());
         let mut late_windows = BTreeSet::new();
         for ev in events {
-            let window_start = self.window_start(ev.event_time);
-            let window_end = window_start + self.size;
-            let deadline = window_end + self.lateness;
-            if self.dedup {
-                if let Some(id) = &ev.event_id {
-                    if !self
-                        .ledger
-                        .insert((ev.keys.clone(), window_start, id.clone()))
-                    {
-                        counts.duplicates += 1;
-                        landings.push(Landing::Duplicate);
-                        continue;
-                    }
+            let mut row = Vec::new();
+            for (window_start, window_end) in self.spec.windows_of(ev.event_time) {
+                let landing = self.land(ev, window_start, window_end, w, &mut late_windows);
+                match landing {
+                    Landing::Open { .. } => counts.accepted += 1,
+                    Landing::Late { .. } => counts.late += 1,
+                    Landing::Refused { .. } => counts.refused += 1,
+                    Landing::Duplicate => counts.duplicates += 1,
                 }
+                row.push(landing);
             }
-            let key = (ev.keys.clone(), window_start);
-            let landing = match w {
-                Some(w) if w >= deadline => {
-                    counts.refused += 1;
-                    Landing::Refused {
-                        window_start,
-                        window_end,
-                        deadline,
-                        watermark: w,
-                    }
-                }
-                Some(w) if w >= window_end => {
-                    counts.late += 1;
-                    self.windows.entry(key.clone()).or_default().live = true;
-                    late_windows.insert(key);
-                    Landing::Late { window_start }
-                }
-                _ => {
-                    counts.accepted += 1;
-                    self.windows.entry(key).or_default().live = true;
-                    Landing::Open { window_start }
-                }
-            };
-            landings.push(landing);
+            landings.push(row);
         }
         for key in late_windows {
             let watermark = w.expect("a late row needs a watermark");
@@ -181,6 +153,46 @@ impl Model {
         (landings, counts)
     }
 
+    /// The landing of one row in one of its windows under watermark `w`.
+    fn land(
+        &mut self,
+        ev: &Event,
+        window_start: i64,
+        window_end: i64,
+        w: Option<i64>,
+        late_windows: &mut BTreeSet<WindowKey>,
+    ) -> Landing {
+        let deadline = window_end + self.lateness;
+        if self.dedup {
+            if let Some(id) = &ev.event_id {
+                if !self
+                    .ledger
+                    .insert((ev.keys.clone(), window_start, id.clone()))
+                {
+                    return Landing::Duplicate;
+                }
+            }
+        }
+        let key = (ev.keys.clone(), window_start);
+        match w {
+            Some(w) if w >= deadline => Landing::Refused {
+                window_start,
+                window_end,
+                deadline,
+                watermark: w,
+            },
+            Some(w) if w >= window_end => {
+                self.windows.entry(key.clone()).or_default().live = true;
+                late_windows.insert(key);
+                Landing::Late { window_start }
+            }
+            _ => {
+                self.windows.entry(key).or_default().live = true;
+                Landing::Open { window_start }
+            }
+        }
+    }
+
     /// `advance_watermark`: returns (windows fired, windows purged). A watermark that is not
     /// ahead changes nothing.
     pub fn advance(&mut self, to: i64) -> (i64, i64) {
@@ -190,7 +202,7 @@ impl Model {
         self.watermark = Some(to);
         let (mut fired, mut purged) = (0, 0);
         for ((_, start), win) in self.windows.iter_mut() {
-            let end = *start + self.size;
+            let end = self.spec.end(*start);
             if win.live && win.firings.is_empty() && end <= to {
                 win.firings.push(Firing {
                     kind: Kind::Main,
@@ -214,7 +226,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::values::{utc, DAY};
+    use crate::values::{utc, DAY, HOUR};
 
     fn ev(e: i64, id: &str) -> Event {
         Event {
@@ -229,9 +241,9 @@ mod tests {
     fn worked_example() {
         let e = utc("2026-10-29 18:02");
         let landing = |w: &str| {
-            let mut m = Model::new(DAY, 0, DAY, true);
+            let mut m = Model::new(WindowSpec::tumbling(DAY, 0), DAY, true);
             m.advance(utc(w));
-            m.ingest(&[ev(e, "8841")]).0[0]
+            m.ingest(&[ev(e, "8841")]).0[0][0]
         };
         assert_eq!(
             landing("2026-10-29 20:00"),
@@ -262,7 +274,7 @@ mod tests {
 
     #[test]
     fn versions_and_ledger() {
-        let mut m = Model::new(DAY, 0, DAY, true);
+        let mut m = Model::new(WindowSpec::tumbling(DAY, 0), DAY, true);
         let e = utc("2026-10-29 18:02");
         m.ingest(&[ev(e, "1")]);
         assert_eq!(m.advance(utc("2026-10-30 00:00")), (1, 0));
@@ -306,16 +318,65 @@ mod tests {
         assert_eq!(m.advance(utc("2026-10-30 00:00")), (0, 0));
     }
 
+    /// SPEC §7: one row late for its oldest window, refused for an older one and open for the
+    /// newest, each pair counted, a late version for the late window only; dedup per window.
     #[test]
-    fn windows_before_the_origin() {
-        let m = Model::new(DAY, utc("2026-01-01 06:00"), 0, false);
+    fn hopping_pairs() {
+        let mut m = Model::new(WindowSpec::hopping(3 * HOUR, HOUR, 0), HOUR, true);
+        let e = utc("2026-03-01 10:30");
+        m.ingest(&[ev(utc("2026-03-01 09:10"), "0")]);
+        m.advance(utc("2026-03-01 12:20"));
+        let (landings, c) = m.ingest(&[ev(e, "1")]);
         assert_eq!(
-            m.window_start(utc("2026-01-01 05:59")),
-            utc("2025-12-31 06:00")
+            landings[0],
+            [
+                Landing::Refused {
+                    window_start: utc("2026-03-01 08:00"),
+                    window_end: utc("2026-03-01 11:00"),
+                    deadline: utc("2026-03-01 12:00"),
+                    watermark: utc("2026-03-01 12:20"),
+                },
+                Landing::Late {
+                    window_start: utc("2026-03-01 09:00")
+                },
+                Landing::Open {
+                    window_start: utc("2026-03-01 10:00")
+                },
+            ]
         );
         assert_eq!(
-            m.window_start(utc("2026-01-01 06:00")),
-            utc("2026-01-01 06:00")
+            c,
+            Counts {
+                accepted: 1,
+                late: 1,
+                refused: 1,
+                duplicates: 0
+            }
         );
+        let late = &m.windows[&(vec![Some("web".into())], utc("2026-03-01 09:00"))];
+        assert_eq!(
+            late.firings.iter().map(|f| f.kind).collect::<Vec<_>>(),
+            [Kind::Main, Kind::Late]
+        );
+        // A redelivery is a duplicate in each of its windows, the refused one included.
+        let (_, c) = m.ingest(&[ev(e, "1")]);
+        assert_eq!(c.duplicates, 3);
+        assert_eq!((m.refused, m.duplicates), (1, 3));
+    }
+
+    #[test]
+    fn calendar_months_fire_at_the_first_of_the_month() {
+        let mut m = Model::new(WindowSpec::months(1, 1, 0), 2 * DAY, false);
+        m.ingest(&[ev(utc("2026-02-28 23:59"), "1")]);
+        assert_eq!(m.advance(utc("2026-02-28 23:59")), (0, 0));
+        assert_eq!(m.advance(utc("2026-03-01 00:00")), (1, 0));
+        let (landings, _) = m.ingest(&[ev(utc("2026-02-01 00:00"), "2")]);
+        assert_eq!(
+            landings[0],
+            [Landing::Late {
+                window_start: utc("2026-02-01 00:00")
+            }]
+        );
+        assert_eq!(m.advance(utc("2026-03-03 00:00")), (0, 1));
     }
 }

@@ -36,6 +36,9 @@ const NOTES: &[&str] = &[
     "  padded  ",
 ];
 
+/// The RNG stream of a config's explain probes is this plus its own stream.
+const PROBE_STREAMS: u64 = 1000;
+
 pub fn run(cfg: &Config, seed: u64) {
     println!("seed {seed}");
     let dbname = format!("eventtime_property_{}", cfg.label);
@@ -47,6 +50,7 @@ pub fn run(cfg: &Config, seed: u64) {
             s.ingest_step();
         } else {
             s.advance_step(None);
+            s.check_explain();
         }
         s.check();
     }
@@ -70,6 +74,9 @@ struct Scenario<'a> {
     cfg: &'a Config,
     seed: u64,
     rng: ChaCha8Rng,
+    /// The event times and keys `eventtime.explain` is asked about: a stream of its own, so
+    /// that the probes do not change the run.
+    probe_rng: ChaCha8Rng,
     db: Client,
     model: Model,
     key_cols: Vec<usize>,
@@ -81,6 +88,8 @@ struct Scenario<'a> {
     refused_sent: Vec<usize>,
     next_id: i64,
     rows_sent: i64,
+    /// (row, window) pairs sent: what the counts of `eventtime.ingest` add up to.
+    pairs_sent: i64,
     /// The greatest event time sent so far, so that a bulk load can target windows after it.
     max_event_time: i64,
     /// The text of every history row the first time it was seen, by (keys, window start,
@@ -151,17 +160,15 @@ impl<'a> Scenario<'a> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Each configuration draws from its own stream, so adding one does not change the others.
         rng.set_stream(cfg.stream);
+        let mut probe_rng = ChaCha8Rng::seed_from_u64(seed);
+        probe_rng.set_stream(PROBE_STREAMS + cfg.stream);
         Scenario {
             cfg,
             seed,
             rng,
+            probe_rng,
             db,
-            model: Model::new(
-                cfg.window,
-                cfg.origin_us(),
-                cfg.lateness,
-                cfg.event_id().is_some(),
-            ),
+            model: Model::new(cfg.windows, cfg.lateness, cfg.event_id().is_some()),
             key_cols: cfg.key_indexes(),
             event_id_col: cfg.event_id(),
             event_time_col: cfg.event_time(),
@@ -169,6 +176,7 @@ impl<'a> Scenario<'a> {
             refused_sent: Vec::new(),
             next_id: 0,
             rows_sent: 0,
+            pairs_sent: 0,
             max_event_time: cfg.start,
             snapshots: BTreeMap::new(),
             step: 0,
@@ -265,13 +273,19 @@ impl<'a> Scenario<'a> {
             Some(i) => quote_literal(cfg.columns[i].name),
             None => "NULL".into(),
         };
-        let origin = cfg
-            .origin
-            .map(|o| format!(", window_origin => {}", quote_literal(o)))
-            .unwrap_or_default();
+        let mut options = String::new();
+        if let Some(slide) = cfg.slide_sql {
+            options += &format!(", window_slide => interval {}", quote_literal(slide));
+        }
+        if let Some(o) = cfg.origin {
+            options += &format!(", window_origin => {}", quote_literal(o));
+        }
+        if cfg.unbounded_ahead {
+            options += ", max_ahead => NULL";
+        }
         sql += &format!(
             "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, key => ARRAY[{keys}]::text[], \
-             event_id => {event_id}, window_size => interval {}, allowed_lateness => interval {}, aggregates => {}{origin});",
+             event_id => {event_id}, window_size => interval {}, allowed_lateness => interval {}, aggregates => {}{options});",
             quote_literal(cfg.pipeline),
             quote_literal(&src),
             quote_literal(cfg.columns[self.event_time_col].name),
@@ -280,6 +294,39 @@ impl<'a> Scenario<'a> {
             quote_literal(cfg.aggregates),
         );
         self.exec(&sql);
+        self.check_definition();
+    }
+
+    /// `eventtime.pipelines` describes the windows as created (SPEC §7).
+    fn check_definition(&mut self) {
+        let cfg = self.cfg;
+        let slide = cfg
+            .slide_sql
+            .map(|s| format!("interval {}", quote_literal(s)))
+            .unwrap_or_else(|| "NULL".into());
+        let got = self.rows(&format!(
+            "SELECT window_kind, (window_size = interval {})::text, (window_slide IS NOT DISTINCT FROM {slide})::text, \
+                    time_zone FROM eventtime.pipelines WHERE name = {}",
+            quote_literal(cfg.window_sql),
+            quote_literal(cfg.pipeline)
+        ));
+        let kind = if cfg.windows.is_hopping() {
+            "hopping"
+        } else {
+            "tumbling"
+        };
+        let expected = vec![vec![
+            Some(kind.to_string()),
+            Some("true".to_string()),
+            Some("true".to_string()),
+            cfg.time_zone.map(str::to_string),
+        ]];
+        assert_eq!(
+            got,
+            expected,
+            "{}: eventtime.pipelines (window_kind, window_size as given, window_slide as given, time_zone)",
+            self.ctx()
+        );
     }
 
     /// Event time advances with the watermark; before the first one, it starts at `cfg.start`.
@@ -293,17 +340,20 @@ impl<'a> Scenario<'a> {
     /// Ahead of the watermark, behind it within the grace, far too late, or on the first or
     /// last microsecond of a window near it.
     fn event_time(&mut self, now: i64) -> i64 {
-        let (s, l) = (self.model.size(), self.model.lateness());
+        let spec = self.model.spec();
+        let (s, l) = (spec.span(), self.model.lateness());
         let e = match self.rng.random_range(0..100) {
             0..35 => now + self.rng.random_range(0..2 * s),
             35..60 => now - self.rng.random_range(0..=s + l),
             60..75 => now - (s + l) - self.rng.random_range(0..3 * s),
             _ => {
-                let start = self.model.window_start(now) + self.rng.random_range(-3..=2) * s;
+                // A window that holds `now`, or one of the two before or after those.
+                let k = self.rng.random_range(-(2 + spec.overlap())..=2);
+                let start = spec.nth_start(now, k);
                 return if self.rng.random_bool(0.5) {
                     start
                 } else {
-                    start + s - 1
+                    spec.end(start) - 1
                 };
             }
         };
@@ -378,10 +428,11 @@ impl<'a> Scenario<'a> {
         );
         let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
         let (landings, expected) = self.model.ingest(&events);
+        let pairs: usize = landings.iter().map(Vec::len).sum();
         assert_eq!(
             expected.total(),
-            n as i64,
-            "{}: the model accounts for every row once",
+            pairs as i64,
+            "{}: the model accounts for every (row, window) pair once",
             self.ctx()
         );
         self.stats.by_method[method as usize] += 1;
@@ -403,6 +454,7 @@ impl<'a> Scenario<'a> {
             }
         }
         self.rows_sent += n as i64;
+        self.pairs_sent += pairs as i64;
         let times = batch.iter().filter_map(|r| match r[self.event_time_col] {
             Val::Ts(t) => Some(t),
             _ => None,
@@ -440,14 +492,17 @@ impl<'a> Scenario<'a> {
         batch
     }
 
-    /// A bulk load of new periods: 1,000 to 1,300 fresh rows in the two windows after the
+    /// A bulk load of new periods: 1,000 to 1,300 fresh rows in the windows after the
     /// greatest event time sent so far, which the trigger function first tries to write without
     /// dedup. One time in four a duplicate inside the statement (that try fails and the statement
     /// that dedups runs), one in four a redelivery of an earlier row (its window is not new, so
     /// the statement dedups from the start).
     fn bulk_batch(&mut self) -> Vec<Vec<Val>> {
-        let s = self.model.size();
-        let from = self.model.window_start(self.max_event_time.max(self.now())) + s;
+        let spec = self.model.spec();
+        let s = spec.span();
+        // Far enough that no window of the new rows holds an earlier row: `overlap` slides after
+        // the last window start before them.
+        let from = spec.nth_start(self.max_event_time.max(self.now()), spec.overlap());
         let n = self.rng.random_range(1000..=1300);
         let mut batch = Vec::with_capacity(n + 1);
         for _ in 0..n {
@@ -544,27 +599,38 @@ impl<'a> Scenario<'a> {
     }
 
     /// Writes what the model accepted and refused to its tables, and remembers the rows sent.
-    fn record(&mut self, batch: &[Vec<Val>], landings: &[Landing]) {
+    /// One model row per (row, window) pair: a row in three windows is three rows of
+    /// `m_accepted` or `m_refused`, each with its window.
+    fn record(&mut self, batch: &[Vec<Val>], landings: &[Vec<Landing>]) {
         let (mut accepted, mut refused) = (Vec::new(), Vec::new());
-        for (row, landing) in batch.iter().zip(landings) {
+        for (row, pairs) in batch.iter().zip(landings) {
             let vals = row.iter().map(Val::sql).collect::<Vec<_>>().join(", ");
-            match *landing {
-                Landing::Duplicate => continue,
-                Landing::Open { window_start } | Landing::Late { window_start } => {
-                    accepted.push(format!("({vals}, {})", Val::Ts(window_start).sql()));
+            let mut was_refused = false;
+            for landing in pairs {
+                match *landing {
+                    Landing::Duplicate => {}
+                    Landing::Open { window_start } | Landing::Late { window_start } => {
+                        accepted.push(format!("({vals}, {})", Val::Ts(window_start).sql()));
+                    }
+                    Landing::Refused {
+                        window_start,
+                        window_end,
+                        deadline,
+                        watermark,
+                    } => {
+                        let meta = [window_start, window_end, deadline, watermark]
+                            .map(|t| Val::Ts(t).sql())
+                            .join(", ");
+                        refused.push(format!("({vals}, {meta})"));
+                        was_refused = true;
+                    }
                 }
-                Landing::Refused {
-                    window_start,
-                    window_end,
-                    deadline,
-                    watermark,
-                } => {
-                    let meta = [window_start, window_end, deadline, watermark]
-                        .map(|t| Val::Ts(t).sql())
-                        .join(", ");
-                    refused.push(format!("({vals}, {meta})"));
-                    self.refused_sent.push(self.sent.len());
-                }
+            }
+            if pairs.iter().all(|l| *l == Landing::Duplicate) {
+                continue;
+            }
+            if was_refused {
+                self.refused_sent.push(self.sent.len());
             }
             self.sent.push(row.clone());
         }
@@ -582,22 +648,24 @@ impl<'a> Scenario<'a> {
         }
     }
 
-    /// Mostly forward by up to one and a half windows; often exactly onto a window end or a
-    /// deadline (or a microsecond before), where the landing changes; sometimes not forward.
+    /// Mostly forward by up to one and a half times the config's `advance`; often exactly onto
+    /// a window end or a deadline (or a microsecond before), where the landing changes;
+    /// sometimes not forward.
     fn pick_watermark(&mut self) -> i64 {
-        let (s, l) = (self.model.size(), self.model.lateness());
+        let (s, l) = (self.cfg.advance, self.model.lateness());
+        let spec = self.model.spec();
         let Some(cur) = self.model.watermark else {
             return (self.cfg.start + self.rng.random_range(-s..2 * s)).div_euclid(MINUTE) * MINUTE;
         };
         match self.rng.random_range(0..100) {
             0..10 => cur - self.rng.random_range(0..=s),
             10..45 => {
-                let next_end = self.model.window_start(cur) + s;
+                let next_end = spec.next_end(cur);
                 let mut boundaries = vec![next_end, next_end + l];
                 for ((_, start), w) in &self.model.windows {
                     if w.live {
-                        boundaries
-                            .extend([start + s, start + s + l].into_iter().filter(|&b| b > cur));
+                        let end = spec.end(*start);
+                        boundaries.extend([end, end + l].into_iter().filter(|&b| b > cur));
                     }
                 }
                 let b = boundaries[self.rng.random_range(0..boundaries.len())];
@@ -660,8 +728,8 @@ impl<'a> Scenario<'a> {
         let accepted: i64 = accepted.parse().unwrap();
         assert_eq!(
             accepted + self.model.refused + self.model.duplicates,
-            self.rows_sent,
-            "{}: accepted + late + refused + duplicates = rows sent",
+            self.pairs_sent,
+            "{}: accepted + late + refused + duplicates = (row, window) pairs sent",
             self.ctx()
         );
         let src = self.cfg.source();
@@ -691,7 +759,7 @@ impl<'a> Scenario<'a> {
         let (kt, kp, at) = (self.keys_text(), self.keys_plain(), self.aliases_text());
         let nk = self.cfg.keys.len();
         let actual = self.rows(&format!(
-            "SELECT {kt}us(window_start), version::text, {at} FROM {}",
+            "SELECT {kt}us(window_start), us(window_end), version::text, {at} FROM {}",
             self.cfg.view("_latest")
         ));
         let grouped = self.rows(&format!(
@@ -708,12 +776,14 @@ impl<'a> Scenario<'a> {
                 .get(&(keys, start))
                 .expect("accepted rows have a model window");
             if !window.firings.is_empty() {
-                row.insert(nk + 1, Some(window.firings.len().to_string()));
+                let end = self.model.spec().end(start);
+                row.insert(nk + 1, Some(ts_key(end)));
+                row.insert(nk + 2, Some(window.firings.len().to_string()));
                 expected.push(row);
             }
         }
         self.assert_same_rows(
-            "_latest (keys, window_start, version, aggregates)",
+            "_latest (keys, window_start, window_end, version, aggregates)",
             actual,
             expected,
         );
@@ -774,7 +844,7 @@ impl<'a> Scenario<'a> {
                     Some((i + 1).to_string()),
                     Some(f.kind.as_str().to_string()),
                     Some((i == 0).to_string()),
-                    Some(ts_key(start + self.model.size())),
+                    Some(ts_key(self.model.spec().end(*start))),
                     Some(ts_key(f.watermark)),
                 ]);
                 expected.push(row);
@@ -814,6 +884,64 @@ impl<'a> Scenario<'a> {
             self.cfg.view("_history")
         ));
         self.assert_same_rows("_sealed against version 1 of _history", actual, expected);
+    }
+
+    /// `eventtime.explain` gives one row per window of the event time, with the model's bounds,
+    /// deadline and the landing a row would get under the watermark now (SPEC §2, §7). Asked
+    /// about two event times around the watermark, one of them on a window boundary.
+    fn check_explain(&mut self) {
+        let spec = self.model.spec();
+        let now = self.now();
+        for probe in 0..2 {
+            let s = spec.span();
+            let t = if probe == 0 {
+                now + self.probe_rng.random_range(-2 * s..s)
+            } else {
+                spec.nth_start(now, self.probe_rng.random_range(-2 - spec.overlap()..=1))
+            };
+            let mut keys = String::new();
+            for &k in &self.key_cols {
+                let value = match self.cfg.columns[k].role {
+                    Role::Key(values) if self.probe_rng.random_range(0..5) > 0 => {
+                        quote_literal(values[self.probe_rng.random_range(0..values.len())])
+                    }
+                    _ => "NULL".into(),
+                };
+                keys += &format!(", {value}::text");
+            }
+            let got = self.rows(&format!(
+                "SELECT us(window_start), us(window_end), us(deadline), landing \
+                 FROM eventtime.explain({}, {}::timestamptz{keys})",
+                quote_literal(self.cfg.pipeline),
+                quote_literal(&ts_text(t))
+            ));
+            let expected = spec
+                .windows_of(t)
+                .into_iter()
+                .map(|(start, end)| {
+                    let deadline = end + self.model.lateness();
+                    let landing = match self.model.watermark {
+                        Some(w) if w >= deadline => "side-output",
+                        Some(w) if w >= end => "late-firing",
+                        _ => "open",
+                    };
+                    vec![
+                        Some(ts_key(start)),
+                        Some(ts_key(end)),
+                        Some(ts_key(deadline)),
+                        Some(landing.to_string()),
+                    ]
+                })
+                .collect();
+            self.assert_same_rows(
+                &format!(
+                    "eventtime.explain at {} (window_start, window_end, deadline, landing)",
+                    ts_text(t)
+                ),
+                got,
+                expected,
+            );
+        }
     }
 
     fn check_no_state(&mut self) {

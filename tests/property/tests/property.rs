@@ -25,5 +25,30 @@ fn spec_worked_example() {
 
 #[test]
 fn backfill_equals_live() {
-    backfill::run(seed());
+    backfill::run(&backfill::hourly(), seed());
+}
+
+#[test]
+fn backfill_equals_live_hopping() {
+    backfill::run(&backfill::hopping(), seed());
+}
+
+#[test]
+fn backfill_equals_live_calendar_hopping() {
+    backfill::run(&backfill::calendar_hopping(), seed());
+}
+
+#[test]
+fn hopping_fixed_three_hours_every_hour() {
+    scenario::run(&config::hopping_3h(), seed());
+}
+
+#[test]
+fn calendar_monthly_in_utc() {
+    scenario::run(&config::calendar_monthly(), seed());
+}
+
+#[test]
+fn calendar_hopping_three_months_every_month() {
+    scenario::run(&config::calendar_hopping(), seed());
 }
