@@ -4,6 +4,11 @@
 //! advances) and right after each crash recovery; `final_checks` runs once everything is done and
 //! the watermark is at `infinity`. Both return the violations they found, as readable text.
 //!
+//! The pipeline's windows are tumbling (`Windows::TUMBLING`) or hopping (SPEC §7): each source row
+//! is expanded into one (row, window) pair per window containing its event time (`Windows`), and
+//! every rule below holds per pair, with "event" meaning (event, window) and "deadline" that
+//! window's. With tumbling windows a row has one pair, its window.
+//!
 //! Expected values come from committed data alone. Each ingest transaction records in `batches`
 //! the watermark in force when it committed (`wm`); its statement held its locks until then, so no
 //! advance committed in between, and that is the watermark its rows had to be classified
@@ -19,6 +24,7 @@
 use postgres::{Client, GenericClient, IsolationLevel};
 
 use crate::db::{render, text_rows};
+use crate::windows::Windows;
 use crate::workload::{AdvancerOut, PIPELINE};
 
 fn pipeline_id<C: GenericClient>(c: &mut C) -> Result<i32, postgres::Error> {
@@ -29,18 +35,26 @@ fn pipeline_id<C: GenericClient>(c: &mut C) -> Result<i32, postgres::Error> {
     .get(0))
 }
 
-/// `ev`: one row per event with its window, `first_wm`, `last_wm` and number of deliveries;
-/// `acc`: the accepted events; `opn`: the events counted in the main firing.
-const EVENTS_CTE: &str = "
-    d AS (SELECT e.event_id, e.store, e.region, e.amount, e.ts,
-                 date_bin('1 hour', e.ts, timestamptz '1970-01-01 00:00+00') AS ws,
+/// `d`: one row per (delivery, window) pair with the watermark of its statement; `ev`: one row
+/// per (event, window) pair with `first_wm`, `last_wm` and number of deliveries; `acc`: the
+/// accepted pairs; `opn`: the pairs counted in the main firing.
+fn events_cte(w: &Windows) -> String {
+    format!(
+        "
+    d AS (SELECT e.event_id, e.store, e.region, e.amount, e.ts, w.ws,
                  coalesce(b.wm, '-infinity') AS wm
-          FROM events e JOIN batches b ON b.batch_id = e.batch_id),
-    ev AS (SELECT event_id, store, region, amount, ts, ws, ws + interval '1 hour' AS we,
-                  ws + interval '3 hours' AS deadline, min(wm) AS first_wm, max(wm) AS last_wm, count(*) AS deliveries
+          FROM events e JOIN batches b ON b.batch_id = e.batch_id
+          CROSS JOIN LATERAL ({starts}) w),
+    ev AS (SELECT event_id, store, region, amount, ts, ws, ws + {size} AS we,
+                  ws + {to_deadline} AS deadline, min(wm) AS first_wm, max(wm) AS last_wm, count(*) AS deliveries
            FROM d GROUP BY 1, 2, 3, 4, 5, 6),
     acc AS (SELECT * FROM ev WHERE first_wm < deadline),
-    opn AS (SELECT * FROM ev WHERE first_wm < we)";
+    opn AS (SELECT * FROM ev WHERE first_wm < we)",
+        starts = w.starts_sql("e.ts"),
+        size = w.size_sql(),
+        to_deadline = w.to_deadline_sql()
+    )
+}
 
 fn report<C: GenericClient>(
     c: &mut C,
@@ -64,7 +78,10 @@ fn snapshot_checks<C: GenericClient>(
     tx: &mut C,
     v: &mut Vec<String>,
     id: i32,
+    w: &Windows,
 ) -> Result<(), postgres::Error> {
+    let cte = events_cte(w);
+    let (size, lateness) = (w.size_sql(), w.lateness_sql());
     let state = format!("_eventtime.p{id}_state");
     let wm = format!("(SELECT watermark FROM _eventtime.pipeline WHERE id = {id})");
     report(
@@ -80,14 +97,14 @@ fn snapshot_checks<C: GenericClient>(
         tx,
         v,
         "state rows whose deadline the watermark in force has reached (not purged)",
-        &format!("SELECT store, region, window_start::text, window_end::text FROM {state} WHERE window_end + interval '2 hours' <= {wm} LIMIT 10"),
+        &format!("SELECT store, region, window_start::text, window_end::text FROM {state} WHERE window_end + {lateness} <= {wm} LIMIT 10"),
     )?;
     report(
         tx,
         v,
         "windows with accepted committed rows, ended at or before the watermark in force, without a version 1",
         &format!(
-            "WITH {EVENTS_CTE}
+            "WITH {cte}
              SELECT DISTINCT store, region, ws::text FROM acc
              WHERE we <= {wm}
                AND NOT EXISTS (SELECT 1 FROM faults_history h
@@ -100,7 +117,7 @@ fn snapshot_checks<C: GenericClient>(
         v,
         "window state row count differs from the accepted committed rows of the window (store, region, window, expected, state)",
         &format!(
-            "WITH {EVENTS_CTE},
+            "WITH {cte},
              live AS (SELECT store, region, ws, count(*) AS n FROM acc
                       WHERE {wm} IS NULL OR deadline > {wm} GROUP BY 1, 2, 3),
              st AS (SELECT store, region, window_start AS ws, _et_n AS n FROM {state})
@@ -133,14 +150,14 @@ fn snapshot_checks<C: GenericClient>(
         "version 1 (main firing) differs from the aggregates of the rows committed under a watermark before the window end \
          (store | region | window | kind | expected n | got n | expected total | got total | expected lo | got lo | expected hi | got hi)",
         &format!(
-            "WITH {EVENTS_CTE},
+            "WITH {cte},
              e AS (SELECT store, region, ws, count(*)::text AS n, sum(amount)::text AS total, min(amount)::text AS lo,
                           max(amount)::text AS hi FROM opn GROUP BY 1, 2, 3),
              g AS (SELECT store, region, window_start AS ws, kind, n::text, total::text, lo::text, hi::text FROM faults_sealed)
              SELECT store, region, ws::text, g.kind, e.n, g.n, e.total, g.total, e.lo, g.lo, e.hi, g.hi
              FROM e FULL JOIN g USING (store, region, ws)
              WHERE (g.kind IS DISTINCT FROM 'late' OR e.n IS NOT NULL)
-               AND (e.ws IS NULL OR e.ws + interval '1 hour' <= {wm})
+               AND (e.ws IS NULL OR e.ws + {size} <= {wm})
                AND (g.kind IS DISTINCT FROM 'main' OR (e.n, e.total, e.lo, e.hi) IS DISTINCT FROM (g.n, g.total, g.lo, g.hi))
              ORDER BY 1, 2, 3 LIMIT 10"
         ),
@@ -150,24 +167,27 @@ fn snapshot_checks<C: GenericClient>(
         v,
         "refused rows not refused by the watermark in force when their statement committed, or malformed \
          (store | region | event | event time | window | deadline | refusing watermark | watermark of its statement)",
-        "SELECT r.store, r.region, r.event_id::text, r.event_time::text, r.window_start::text, r.deadline::text, r.watermark::text, b.wm::text
-         FROM faults_refused r
-         LEFT JOIN events e ON e.delivery_id = (r.\"row\"->>'delivery_id')::bigint
-         LEFT JOIN batches b ON b.batch_id = e.batch_id
-         WHERE e.delivery_id IS NULL OR e.event_id <> r.event_id OR e.store <> r.store OR e.region <> r.region OR e.ts <> r.event_time
-            OR r.window_start <> date_bin('1 hour', r.event_time, timestamptz '1970-01-01 00:00+00')
-            OR r.window_end <> r.window_start + interval '1 hour'
-            OR r.deadline <> r.window_end + interval '2 hours'
-            OR b.wm IS DISTINCT FROM r.watermark
-            OR r.watermark < r.deadline
-         LIMIT 10",
+        &format!(
+            "SELECT r.store, r.region, r.event_id::text, r.event_time::text, r.window_start::text, r.deadline::text, r.watermark::text, b.wm::text
+             FROM faults_refused r
+             LEFT JOIN events e ON e.delivery_id = (r.\"row\"->>'delivery_id')::bigint
+             LEFT JOIN batches b ON b.batch_id = e.batch_id
+             WHERE e.delivery_id IS NULL OR e.event_id <> r.event_id OR e.store <> r.store OR e.region <> r.region OR e.ts <> r.event_time
+                OR {not_its_window}
+                OR r.window_end <> r.window_start + {size}
+                OR r.deadline <> r.window_end + {lateness}
+                OR b.wm IS DISTINCT FROM r.watermark
+                OR r.watermark < r.deadline
+             LIMIT 10",
+            not_its_window = w.not_a_window_of_sql("r.window_start", "r.event_time")
+        ),
     )?;
     report(
         tx,
         v,
         "events whose every delivery came at or after the deadline, not refused exactly once (store, region, window, event, refused rows)",
         &format!(
-            "WITH {EVENTS_CTE}
+            "WITH {cte}
              SELECT ev.store, ev.region, ev.ws::text, ev.event_id::text, count(r.event_id)::text FROM ev
              LEFT JOIN faults_refused r ON r.event_id = ev.event_id AND r.store = ev.store AND r.region = ev.region AND r.window_start = ev.ws
              WHERE ev.first_wm >= ev.deadline GROUP BY 1, 2, 3, 4 HAVING count(r.event_id) <> 1 LIMIT 10"
@@ -178,7 +198,7 @@ fn snapshot_checks<C: GenericClient>(
         v,
         "events refused although no delivery came at or after the deadline (store, region, window, event, last watermark)",
         &format!(
-            "WITH {EVENTS_CTE}
+            "WITH {cte}
              SELECT ev.store, ev.region, ev.ws::text, ev.event_id::text, ev.last_wm::text FROM ev
              WHERE ev.last_wm < ev.deadline
                AND EXISTS (SELECT 1 FROM faults_refused r
@@ -197,8 +217,8 @@ fn snapshot_checks<C: GenericClient>(
 }
 
 /// No advance is half-applied, and the window state, sealed rows and refused rows match the
-/// committed source rows, in one snapshot.
-pub fn consistency(c: &mut Client) -> Result<Vec<String>, postgres::Error> {
+/// committed source rows, in one snapshot. `w`: the pipeline's windows.
+pub fn consistency(c: &mut Client, w: &Windows) -> Result<Vec<String>, postgres::Error> {
     let mut tx = c
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
@@ -206,7 +226,7 @@ pub fn consistency(c: &mut Client) -> Result<Vec<String>, postgres::Error> {
         .start()?;
     let id = pipeline_id(&mut tx)?;
     let mut v = Vec::new();
-    snapshot_checks(&mut tx, &mut v, id)?;
+    snapshot_checks(&mut tx, &mut v, id, w)?;
     tx.commit()?;
     Ok(v)
 }
@@ -216,7 +236,11 @@ pub struct Expected<'a> {
     /// Rows of every statement the clients know committed (exactly once).
     pub rows: i64,
     pub batches: i64,
+    /// The (row, window) pairs of those rows, by `Windows::count_of`.
+    pub pairs: i64,
     pub advancer: &'a AdvancerOut,
+    /// The pipeline's windows.
+    pub windows: Windows,
 }
 
 /// The checks after `advance_watermark(..., 'infinity')`.
@@ -228,6 +252,8 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
         .start()?;
     let mut v = Vec::new();
     let id = pipeline_id(&mut tx)?;
+    let w = &exp.windows;
+    let cte = events_cte(w);
 
     // Every statement the clients committed is there once.
     let r = tx.query_one(
@@ -264,13 +290,34 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
         (r.get(3), r.get(4), r.get(5), r.get(6));
     let wm: Option<String> = r.get(7);
     let history: i64 = r.get(8);
-    eprintln!(
-        "  accounting: {src} source rows = {latest_n} in latest versions + {refused} refused + {dups} duplicates ({})",
-        latest_n + refused + dups
-    );
-    if latest_n + refused + dups != src {
+    // The (row, window) pairs, and how the watermarks of their statements say they land.
+    let r = tx.query_one(
+        &format!(
+            "WITH {cte}
+             SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ev), (SELECT count(*) FROM acc)"
+        ),
+        &[],
+    )?;
+    let (pairs, distinct_pairs, accepted): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
+    if pairs != exp.pairs || (w.is_tumbling() && pairs != src) {
         v.push(format!(
-            "accounting: latest n {latest_n} + refused {refused} + duplicates {dups} = {} but the source has {src} rows",
+            "workload sanity: the source rows make {pairs} (row, window) pairs of {} windows; the clients sent {} pairs in {} rows",
+            w.describe(),
+            exp.pairs,
+            exp.rows
+        ));
+    }
+    eprintln!(
+        "  accounting: {src} source rows in {pairs} (row, window) pairs of {} windows = {latest_n} in latest versions + {refused} refused + {dups} duplicates ({}); \
+         expected by the watermarks of their statements: {accepted} + {} + {}",
+        w.describe(),
+        latest_n + refused + dups,
+        distinct_pairs - accepted,
+        pairs - distinct_pairs
+    );
+    if latest_n + refused + dups != pairs {
+        v.push(format!(
+            "accounting: latest n {latest_n} + refused {refused} + duplicates {dups} = {} but the source has {src} rows in {pairs} (row, window) pairs",
             latest_n + refused + dups
         ));
     }
@@ -301,7 +348,7 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
         "latest version differs from the aggregates of the accepted rows \
          (store | region | window | expected n | got n | expected total | got total | expected lo | got lo | expected hi | got hi)",
         &format!(
-            "WITH {EVENTS_CTE},
+            "WITH {cte},
              e AS (SELECT store, region, ws, count(*)::text AS n, sum(amount)::text AS total, min(amount)::text AS lo,
                           max(amount)::text AS hi FROM acc GROUP BY 1, 2, 3),
              g AS (SELECT store, region, window_start AS ws, n::text, total::text, lo::text, hi::text FROM faults_latest)
@@ -311,12 +358,12 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
              ORDER BY 1, 2, 3 LIMIT 20"
         ),
     )?;
-    snapshot_checks(&mut tx, &mut v, id)?;
+    snapshot_checks(&mut tx, &mut v, id, w)?;
 
     // SPEC §3: a redelivery of an accepted row after the deadline is a duplicate, not refused.
     let r = tx.query_one(
         &format!(
-            "WITH {EVENTS_CTE}
+            "WITH {cte}
              SELECT count(*), count(*) FILTER (WHERE EXISTS (
                         SELECT 1 FROM faults_refused r
                         WHERE r.event_id = ev.event_id AND r.store = ev.store AND r.region = ev.region AND r.window_start = ev.ws))
@@ -353,14 +400,18 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
         &mut tx,
         &mut v,
         "history rows with a wrong kind, sealed flag or watermark for their landing",
-        "SELECT store, region, window_start::text, version::text, kind, sealed::text, watermark::text FROM faults_history
-         WHERE window_end <> window_start + interval '1 hour'
-            OR sealed <> (version = 1)
-            OR (version > 1 AND kind <> 'late')
-            OR kind NOT IN ('main', 'late')
-            OR watermark < window_end
-            OR (kind = 'late' AND watermark >= window_end + interval '2 hours')
-         LIMIT 10",
+        &format!(
+            "SELECT store, region, window_start::text, version::text, kind, sealed::text, watermark::text FROM faults_history
+             WHERE window_end <> window_start + {size}
+                OR sealed <> (version = 1)
+                OR (version > 1 AND kind <> 'late')
+                OR kind NOT IN ('main', 'late')
+                OR watermark < window_end
+                OR (kind = 'late' AND watermark >= window_end + {lateness})
+             LIMIT 10",
+            size = w.size_sql(),
+            lateness = w.lateness_sql()
+        ),
     )?;
 
     // Sealed: one per window, each equal to what was read right after the advance that wrote it.
@@ -424,4 +475,23 @@ pub fn final_checks(c: &mut Client, exp: &Expected<'_>) -> Result<Vec<String>, p
     }
     tx.commit()?;
     Ok(v)
+}
+
+/// How the rows of a run with several windows per row landed: the events with pairs that were
+/// accepted and pairs that were refused, and the events with pairs counted in a main firing and
+/// pairs that made a late version (after `final_checks`, for showing the run was not vacuous).
+pub fn mixed_landings(c: &mut Client, w: &Windows) -> Result<(i64, i64), postgres::Error> {
+    let r = c.query_one(
+        &format!(
+            "WITH {cte},
+             per_event AS (SELECT event_id,
+                                  bool_or(first_wm < deadline) AS accepted, bool_or(first_wm >= deadline) AS refused,
+                                  bool_or(first_wm < we) AS main, bool_or(first_wm >= we AND first_wm < deadline) AS late
+                           FROM ev GROUP BY event_id)
+             SELECT count(*) FILTER (WHERE accepted AND refused), count(*) FILTER (WHERE main AND late) FROM per_event",
+            cte = events_cte(w)
+        ),
+        &[],
+    )?;
+    Ok((r.get(0), r.get(1)))
 }

@@ -12,6 +12,7 @@ pub mod db;
 pub mod roles;
 pub mod rows;
 pub mod sources;
+pub mod windows;
 pub mod workload;
 
 pub const DEFAULT_SEED: u64 = 20_261_029;

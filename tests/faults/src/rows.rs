@@ -170,12 +170,24 @@ impl From<postgres::Error> for SendError {
 /// The counts `eventtime.ingest` returned: accepted, late, refused, duplicates.
 pub type Counts = [i64; 4];
 
-/// Sends one statement inside `tx`. For `ingest()`, checks that the counts add up to the rows.
+/// Sends one statement inside `tx`. For `ingest()`, checks that the counts add up to the rows
+/// (a pipeline of tumbling windows: one window per row).
 pub fn send(
     tx: &mut Transaction<'_>,
     t: &TableSpec,
     method: Method,
     rows: &[Values],
+) -> Result<Option<Counts>, SendError> {
+    send_pairs(tx, t, method, rows, rows.len() as i64)
+}
+
+/// `send` for rows that make `pairs` (row, window) pairs (SPEC §7: `ingest()` counts pairs).
+pub fn send_pairs(
+    tx: &mut Transaction<'_>,
+    t: &TableSpec,
+    method: Method,
+    rows: &[Values],
+    pairs: i64,
 ) -> Result<Option<Counts>, SendError> {
     match method {
         Method::Insert => {
@@ -195,9 +207,9 @@ pub fn send(
                 &[&t.pipeline, &ingest_json(t, rows)],
             )?;
             let c: Counts = [r.get(0), r.get(1), r.get(2), r.get(3)];
-            if c.iter().sum::<i64>() != rows.len() as i64 || c.iter().any(|&x| x < 0) {
+            if c.iter().sum::<i64>() != pairs || c.iter().any(|&x| x < 0) {
                 return Err(SendError::Contract(format!(
-                    "eventtime.ingest({}) of {} rows returned accepted={} late={} refused={} duplicates={}, which do not add up to the rows (one window per row)",
+                    "eventtime.ingest({}) of {} rows returned accepted={} late={} refused={} duplicates={}, which do not add up to its {pairs} (row, window) pairs",
                     t.pipeline,
                     rows.len(),
                     c[0],

@@ -903,7 +903,10 @@ fn monitor_loop(
         }
         if fresh_connection || final_round || every(cfg.check_every) {
             let c = client.as_mut().unwrap();
-            match lost_or_err(crate::checks::consistency(c), "consistency check")? {
+            match lost_or_err(
+                crate::checks::consistency(c, &shared.windows),
+                "consistency check",
+            )? {
                 Ok(v) => {
                     out.checks += 1;
                     if fresh_connection {

@@ -24,7 +24,8 @@ use crate::cluster::{Cluster, SUPERUSER};
 use crate::db::{describe, exec, Failure};
 pub use crate::roles::OWNER;
 use crate::roles::{assert_logged_in_as, create_login_role, table_owner};
-use crate::rows::{send, Method, TableSpec, Values};
+use crate::rows::{send_pairs, Method, TableSpec, Values};
+use crate::windows::Windows;
 
 pub const PIPELINE: &str = "faults";
 pub const DB: &str = "faults";
@@ -61,15 +62,27 @@ pub const PIPELINE_ARGS: &str = "
 
 /// The source table, the batch log and the pipeline, created by `OWNER` (see `create_db`).
 pub fn setup() -> String {
+    setup_for(&Windows::TUMBLING)
+}
+
+/// `setup`, with the pipeline's windows `w` (the size and lateness of `PIPELINE_ARGS`, and a
+/// `window_slide` if `w` hops).
+pub fn setup_for(w: &Windows) -> String {
+    assert_eq!(
+        (w.size, w.lateness),
+        (Windows::TUMBLING.size, Windows::TUMBLING.lateness),
+        "PIPELINE_ARGS has the size and lateness of Windows::TUMBLING"
+    );
     format!(
         "{EVENTS_TABLE}
 -- One row per committed ingest statement, written in its transaction after it: the watermark in
 -- force then (NULL before the first advance). The statement holds its locks until commit, so no
 -- advance can commit in between: this is the watermark its rows must have been classified against.
 CREATE TABLE batches (batch_id bigint PRIMARY KEY, wm timestamptz);
-SELECT eventtime.create_pipeline({PIPELINE_ARGS}
+SELECT eventtime.create_pipeline({PIPELINE_ARGS}{}
 );
-"
+",
+        w.extra_pipeline_args()
     )
 }
 
@@ -176,10 +189,19 @@ pub struct Shared {
     pub in_advance: AtomicBool,
     /// Violations found by any thread.
     pub violations: Mutex<Vec<String>>,
+    /// The windows of the pipeline: where boundary rows go, how many (row, window) pairs
+    /// `eventtime.ingest` counts, and what the mid-run checks expect.
+    pub windows: Windows,
 }
 
 impl Shared {
+    /// For the tumbling pipeline of `setup()`.
     pub fn new(workers: usize) -> Shared {
+        Shared::with_windows(workers, Windows::TUMBLING)
+    }
+
+    /// For the pipeline of `setup_for(&windows)`.
+    pub fn with_windows(workers: usize, windows: Windows) -> Shared {
         Shared {
             watermark: AtomicI64::new(T0),
             next_event: AtomicI64::new(1),
@@ -191,6 +213,7 @@ impl Shared {
             workers_left: AtomicUsize::new(workers),
             in_advance: AtomicBool::new(false),
             violations: Mutex::new(Vec::new()),
+            windows,
         }
     }
 
@@ -258,6 +281,8 @@ pub fn join_workers(
 pub struct Stats {
     pub statements: BTreeMap<&'static str, u64>,
     pub rows: u64,
+    /// (row, window) pairs of those rows.
+    pub pairs: u64,
     pub batches: u64,
     pub retries: BTreeMap<String, u64>,
     pub connection_losses: u64,
@@ -281,6 +306,7 @@ impl Stats {
             *self.retries.entry(k.clone()).or_default() += v;
         }
         self.rows += o.rows;
+        self.pairs += o.pairs;
         self.batches += o.batches;
         self.connection_losses += o.connection_losses;
         self.resolved_committed += o.resolved_committed;
@@ -314,6 +340,8 @@ pub struct Batch {
     pub id: i64,
     pub method: Method,
     pub rows: Vec<Values>,
+    /// (row, window) pairs of the rows: what the counts of `eventtime.ingest` add up to.
+    pub pairs: i64,
 }
 
 /// Connects as `user` with the settings every client of these tests uses; in crash mode waits
@@ -367,8 +395,10 @@ fn gen_event(rng: &mut ChaCha8Rng, shared: &Shared) -> Event {
     } else if u < 0.92 {
         w - rng.random_range(3 * HOUR..12 * HOUR)
     } else {
-        // On a window boundary, or the last microsecond before one.
-        let k = (w + rng.random_range(-3 * HOUR..2 * HOUR)).div_euclid(HOUR) * HOUR;
+        // On a window boundary, or the last microsecond before one (with hopping windows, on a
+        // multiple of the slide: a boundary when the slide divides the size).
+        let slide = shared.windows.slide;
+        let k = (w + rng.random_range(-3 * HOUR..2 * HOUR)).div_euclid(slide) * slide;
         if rng.random_bool(0.5) {
             k
         } else {
@@ -468,7 +498,13 @@ pub fn gen_batch(rng: &mut ChaCha8Rng, shared: &Shared, stats: &mut Stats) -> Ba
         .iter()
         .map(|e| e.values(shared.next_delivery.fetch_add(1, Ordering::SeqCst), id))
         .collect();
-    Batch { id, method, rows }
+    let pairs = events.iter().map(|e| shared.windows.count_of(e.ts)).sum();
+    Batch {
+        id,
+        method,
+        rows,
+        pairs,
+    }
 }
 
 /// Sends the batches in one transaction, each statement followed by its `batches` row.
@@ -480,7 +516,7 @@ fn try_send(
     let mut tx = client.transaction()?;
     let mut out = Vec::with_capacity(bs.len());
     for b in bs {
-        out.push(send(&mut tx, t, b.method, &b.rows)?);
+        out.push(send_pairs(&mut tx, t, b.method, &b.rows, b.pairs)?);
         tx.execute(
             "INSERT INTO batches (batch_id, wm) SELECT $1, watermark FROM _eventtime.pipeline WHERE name = $2",
             &[&b.id, &PIPELINE],
@@ -626,6 +662,7 @@ fn worker_loop(
         for b in &bs {
             *stats.statements.entry(b.method.name()).or_default() += 1;
             stats.rows += b.rows.len() as u64;
+            stats.pairs += b.pairs as u64;
             stats.batches += 1;
         }
         if cfg.pause_ms > 0 {
@@ -900,7 +937,7 @@ fn advancer_loop(
                 if client.is_none() {
                     client = Some(connect(cluster, OWNER, shared, cfg.crash_mode)?);
                 }
-                match crate::checks::consistency(client.as_mut().unwrap()) {
+                match crate::checks::consistency(client.as_mut().unwrap(), &shared.windows) {
                     Ok(v) => {
                         out.checks += 1;
                         for x in v {
@@ -1053,7 +1090,7 @@ fn killer_loop(
         // Right after recovery: no advance half-applied, nothing lost.
         let mut c = connect(cluster, SUPERUSER, shared, true)?;
         let check = |c: &mut Client| -> Result<Vec<String>, postgres::Error> {
-            let mut v = crate::checks::consistency(c)?;
+            let mut v = crate::checks::consistency(c, &shared.windows)?;
             if let Some(extra) = extra {
                 v.extend(extra(c)?);
             }

@@ -97,7 +97,8 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
     assert!(killer.kills >= min_kills, "only {} kills", killer.kills);
 
     let mut c = cluster.connect(DB);
-    let v = consistency(&mut c).unwrap_or_else(|e| panic!("consistency: {}", describe(&e)));
+    let v = consistency(&mut c, &shared.windows)
+        .unwrap_or_else(|e| panic!("consistency: {}", describe(&e)));
     assert!(
         v.is_empty(),
         "after the crash run (seed {seed}):\n{}",
@@ -108,7 +109,9 @@ fn kill_9_of_the_server_loses_nothing_and_half_applies_nothing() {
         &Expected {
             rows: stats.rows as i64,
             batches: stats.batches as i64,
+            pairs: stats.pairs as i64,
             advancer: &adv,
+            windows: shared.windows,
         },
     )
     .unwrap_or_else(|e| panic!("final checks: {}", describe(&e)));

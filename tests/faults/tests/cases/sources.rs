@@ -26,6 +26,7 @@ use pg_eventtime_faults::sources::{
     advance_every_source_to_infinity, lag_setup, logged_op, replay, replay_check, run_driver,
     run_monitor, DriverConfig, DriverOut, MonitorConfig, MonitorOut, Op, LAG_SOURCE, LOG_SETUP,
 };
+use pg_eventtime_faults::windows::Windows;
 use pg_eventtime_faults::workload::{
     create_db, join, join_workers, micros_sql, run_killer_checked, run_worker, setup,
     snapshot_sealed, ts_text, Check, Shared, Stats, WorkerConfig, DB, OWNER, T0,
@@ -186,7 +187,9 @@ fn finish(what: &str, seed: u64, cluster: &Cluster, r: &mut Run, lag: bool) {
         &Expected {
             rows: r.stats.rows as i64,
             batches: r.stats.batches as i64,
+            pairs: r.stats.pairs as i64,
             advancer: &r.monitor.sealed,
+            windows: Windows::TUMBLING,
         },
     )
     .unwrap_or_else(|e| panic!("final checks: {}", describe(&e)));
@@ -483,7 +486,8 @@ fn kill_9_during_lag_ingest_half_applies_nothing() {
     );
     eprintln!("  run took {:.1} s", started.elapsed().as_secs_f64());
     let mut c = cluster.connect(DB);
-    let v = consistency(&mut c).unwrap_or_else(|e| panic!("consistency: {}", describe(&e)));
+    let v = consistency(&mut c, &Windows::TUMBLING)
+        .unwrap_or_else(|e| panic!("consistency: {}", describe(&e)));
     assert!(
         v.is_empty(),
         "after the crash run (seed {seed}):\n{}",
