@@ -161,4 +161,43 @@ mod tests {
         );
         Spi::run("INSERT INTO t VALUES (2, 'a', 1, '2026-01-01 00:10+00')").unwrap();
     }
+
+    /// The zones with their rules written out, which the pure tests of calendar windows use,
+    /// agree with PostgreSQL's time zone database on every hour of 2026 to 2028, and so do the
+    /// daily windows computed with each.
+    #[pg_test]
+    fn the_written_out_zones_agree_with_postgresql() {
+        use crate::core::time::MICROS_PER_DAY;
+        use crate::core::window::test_zones::RuleZone;
+        use crate::core::window::{local_time, Period, WindowSpec, Zone};
+        use crate::pg::zone::PgZone;
+
+        let hour = 3_600_000_000;
+        for (name, rules) in [
+            ("Europe/Berlin", RuleZone::berlin()),
+            ("America/New_York", RuleZone::new_york()),
+            ("Asia/Kolkata", RuleZone::kolkata()),
+        ] {
+            let pg = PgZone::new(name);
+            let daily = WindowSpec::Calendar {
+                size: Period::Days(1),
+                slide: Period::Days(1),
+                origin: 0,
+                time_zone: name.into(),
+            };
+            let (from, to) = (local_time(2026, 1, 1, 0, 0), local_time(2029, 1, 1, 0, 0));
+            let mut t = from;
+            while t < to {
+                assert_eq!(pg.local(t), rules.local(t), "{name} at {t}");
+                if t % MICROS_PER_DAY == 0 {
+                    assert_eq!(
+                        daily.windows(t, &pg),
+                        daily.windows(t, &rules),
+                        "{name} at {t}"
+                    );
+                }
+                t += hour;
+            }
+        }
+    }
 }

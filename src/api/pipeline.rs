@@ -14,7 +14,7 @@ use crate::core::model::{Column, PipelineDef};
 use crate::core::sqlgen::{
     INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
 };
-use crate::core::time::fixed_micros;
+use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, WindowSpec, Zone};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
@@ -116,6 +116,9 @@ fn length(arg: &str, v: Interval) -> Length {
     let (months, days, micros) = (v.months(), v.days(), v.micros());
     let fields = [months != 0, days != 0, micros != 0];
     match (months, days, micros) {
+        (m, d, 0) if m > 120_000 || d > 3_652_425 => {
+            invalid(format!("{arg} \"{v}\" is longer than 10,000 years"), None).raise()
+        }
         (0, 0, us) if us > 0 => Length::Fixed(us),
         (m, 0, 0) if m > 0 => Length::Calendar(Period::Months(m)),
         (0, d, 0) if d > 0 => Length::Calendar(Period::Days(d)),
@@ -131,13 +134,29 @@ fn length(arg: &str, v: Interval) -> Length {
 /// 1970-01-01 00:00 UTC, the default origin of fixed windows.
 const UNIX_EPOCH: i64 = -946_684_800_000_000;
 
-/// The window of `create_pipeline`'s arguments, and the origin in force.
+/// Names of UTC itself: local days there are fixed 24-hour days.
+const UTC_NAMES: &[&str] = &[
+    "UTC",
+    "Etc/UTC",
+    "GMT",
+    "Etc/GMT",
+    "UCT",
+    "Zulu",
+    "Universal",
+];
+
+/// The window of `create_pipeline`'s arguments, the origin in force, and the time zone of a
+/// calendar size.
+///
+/// Local days in UTC are fixed days, so a size (and slide) in days or weeks in UTC is the fixed
+/// variant with the same bounds (`core::window`'s tests show they agree), on the ingest path of
+/// fixed windows.
 fn window_spec(
     size: Interval,
     slide: Option<Interval>,
     origin: Option<TimestampWithTimeZone>,
     time_zone: Option<&str>,
-) -> (WindowSpec, i64) {
+) -> (WindowSpec, i64, Option<String>) {
     let origin: Option<i64> = origin.map(|o| {
         if !o.is_finite() {
             invalid("window_origin must be finite", None).raise()
@@ -183,7 +202,7 @@ fn window_spec(
                 Some((s, Length::Fixed(_))) => too_long(s),
                 Some((s, Length::Calendar(_))) => other_kind(s),
             };
-            (spec, origin)
+            (spec, origin, None)
         }
         Length::Calendar(size_p) => {
             let zone_name = time_zone.unwrap_or("UTC");
@@ -217,13 +236,28 @@ fn window_spec(
                     _ => window::local_time(1970, 1, 1, 0, 0),
                 },
             };
-            let spec = WindowSpec::Calendar {
-                size: size_p,
-                slide: slide_p,
-                origin: local_origin,
-                time_zone: zone_name.to_string(),
+            let origin = zone.instant(local_origin);
+            let spec = match (size_p, slide_p) {
+                (Period::Days(n), Period::Days(s)) if UTC_NAMES.contains(&zone_name) => {
+                    let (n, s) = (n as i64 * MICROS_PER_DAY, s as i64 * MICROS_PER_DAY);
+                    if n == s {
+                        WindowSpec::Tumbling { size: n, origin }
+                    } else {
+                        WindowSpec::Hopping {
+                            size: n,
+                            slide: s,
+                            origin,
+                        }
+                    }
+                }
+                _ => WindowSpec::Calendar {
+                    size: size_p,
+                    slide: slide_p,
+                    origin: local_origin,
+                    time_zone: zone_name.to_string(),
+                },
             };
-            (spec, zone.instant(local_origin))
+            (spec, origin, Some(zone_name.to_string()))
         }
     }
 }
@@ -400,7 +434,8 @@ fn create_pipeline(
     });
 
     // Window and lateness.
-    let (window, origin_us) = window_spec(window_size, window_slide, window_origin, time_zone);
+    let (window, origin_us, zone) =
+        window_spec(window_size, window_slide, window_origin, time_zone);
     let lateness_us = duration("allowed_lateness", allowed_lateness, true);
     let watermark_lag_us = watermark_lag.map(|v| duration("watermark_lag", v, true));
     let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
@@ -569,7 +604,7 @@ fn create_pipeline(
             max_ahead.into(),
             def.window.kind_name().into(),
             window_slide.into(),
-            def.window.time_zone().into(),
+            zone.into(),
         ],
     )
     .expect("catalog insert")

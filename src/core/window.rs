@@ -352,29 +352,19 @@ pub fn local_time(y: i64, m: i64, d: i64, hour: i64, minute: i64) -> Micros {
         + minute * 60_000_000
 }
 
-#[cfg(test)]
-mod tests {
+/// Zones with their rules written out, for the tests here and the in-database test that checks
+/// them against PostgreSQL's own zones.
+#[cfg(any(test, feature = "pg_test"))]
+pub(crate) mod test_zones {
     use super::*;
-    use crate::core::time::{INFINITY, NEG_INFINITY};
 
     const HOUR: i64 = 3_600_000_000;
     const MINUTE: i64 = 60_000_000;
 
-    fn at(y: i64, m: i64, d: i64, h: i64, min: i64) -> Micros {
-        local_time(y, m, d, h, min)
-    }
-
-    fn daily() -> WindowSpec {
-        WindowSpec::Tumbling {
-            size: MICROS_PER_DAY,
-            origin: at(1970, 1, 1, 0, 0),
-        }
-    }
-
     /// A zone with a standard offset and, between two instants each year, a summer offset;
     /// the rules of the European Union and of the United States written out, as the tz
     /// database has them for 2026–2028.
-    struct RuleZone {
+    pub(crate) struct RuleZone {
         std: i64,
         dst: i64,
         rule: Rule,
@@ -409,21 +399,21 @@ mod tests {
     }
 
     impl RuleZone {
-        fn berlin() -> RuleZone {
+        pub(crate) fn berlin() -> RuleZone {
             RuleZone {
                 std: HOUR,
                 dst: 2 * HOUR,
                 rule: Rule::Eu,
             }
         }
-        fn new_york() -> RuleZone {
+        pub(crate) fn new_york() -> RuleZone {
             RuleZone {
                 std: -5 * HOUR,
                 dst: -4 * HOUR,
                 rule: Rule::Us,
             }
         }
-        fn kolkata() -> RuleZone {
+        pub(crate) fn kolkata() -> RuleZone {
             RuleZone {
                 std: 5 * HOUR + 30 * MINUTE,
                 dst: 5 * HOUR + 30 * MINUTE,
@@ -459,6 +449,27 @@ mod tests {
                 .into_iter()
                 .find(|&t| self.local(t) == l)
                 .unwrap_or(l - self.std)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_zones::RuleZone;
+    use super::*;
+    use crate::core::time::{INFINITY, NEG_INFINITY};
+
+    const HOUR: i64 = 3_600_000_000;
+    const MINUTE: i64 = 60_000_000;
+
+    fn at(y: i64, m: i64, d: i64, h: i64, min: i64) -> Micros {
+        local_time(y, m, d, h, min)
+    }
+
+    fn daily() -> WindowSpec {
+        WindowSpec::Tumbling {
+            size: MICROS_PER_DAY,
+            origin: at(1970, 1, 1, 0, 0),
         }
     }
 
