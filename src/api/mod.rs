@@ -1,6 +1,7 @@
 //! The SQL surface, one module per concept. Functions users call live in schema `eventtime`;
 //! helpers the generated SQL calls live in `_eventtime`.
 
+pub mod corrections;
 pub mod explain;
 pub mod ingest;
 pub mod introspect;

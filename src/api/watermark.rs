@@ -25,6 +25,7 @@ use pgrx::spi::SpiClient;
 
 use crate::core::clock::{self, SourceClock};
 use crate::core::time;
+use crate::pg::announce;
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
@@ -57,7 +58,7 @@ pub(crate) fn tstz(micros: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(micros).expect("saturated instants are valid timestamptz")
 }
 
-fn require_read_committed(pipeline: &str, function: &'static str) {
+pub(crate) fn require_read_committed(pipeline: &str, function: &'static str) {
     // SAFETY: XactIsoLevel is a plain global of the backend, read on the backend's own thread.
     let iso = unsafe { pg_sys::XactIsoLevel };
     if iso != pg_sys::XACT_READ_COMMITTED as i32 {
@@ -111,6 +112,24 @@ pub(crate) fn sources(client: &SpiClient<'_>, pipeline_id: i32) -> (Vec<SourceCl
 /// watermark in force. The lock and the firing run as the pipeline's owner, the catalog's reads
 /// and writes as the catalog's owner (see `pg::security`); the caller's right was checked before.
 fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
+    apply_announcing(p, change, 0)
+}
+
+/// [`apply`], announcing what it fired together with `late` late versions that the statement
+/// calling it wrote (one notification for the statement).
+fn apply_announcing(p: &Pipeline, change: Change<'_>, late: i64) -> Outcome {
+    let (fired, purged, watermark) = apply_quietly(p, change);
+    announce::announce(
+        &p.def.name,
+        fired,
+        late,
+        0,
+        watermark.map(|w| w.into_inner()),
+    );
+    (fired, purged, watermark)
+}
+
+fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
     p.as_owner(|| Spi::connect_mut(|client| lock_state(client, p)));
     let (current, new) =
         as_catalog_owner(|| Spi::connect_mut(|client| move_watermark(client, p, change)));
@@ -443,22 +462,31 @@ mod _eventtime {
     /// `watermark_lag` source to the greatest event time of the statement minus the lag.
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
-    fn advance_by_watermark_lag(pipeline_id: i32, max_event_time: Option<TimestampWithTimeZone>) {
-        let Some(max) = max_event_time else { return };
+    fn advance_by_watermark_lag(
+        pipeline_id: i32,
+        max_event_time: Option<TimestampWithTimeZone>,
+        late_versions: i64,
+    ) {
         let p = catalog::load_by_id(pipeline_id);
+        let Some(max) = max_event_time else {
+            let w = catalog::watermark(p.id);
+            announce::announce(&p.def.name, 0, late_versions, 0, w);
+            return;
+        };
         // The trigger function runs as the pipeline's owner; nobody else may advance it.
         p.require_owner("advance its watermark");
         let Some(lag) = p.def.watermark_lag else {
             return;
         };
         let to = tstz(time::add(max.into_inner(), -lag));
-        apply(
+        apply_announcing(
             &p,
             Change::Advance {
                 source: LAG_SOURCE,
                 to,
                 quiet: true,
             },
+            late_versions,
         );
     }
 

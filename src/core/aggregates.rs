@@ -381,6 +381,30 @@ impl ResolvedAgg {
         out
     }
 
+    /// The accumulators of aggregate `i` after adding the partials `new` (in the order of
+    /// [`Self::partials`]) to the accumulators of the row aliased `old`, which may be all NULL
+    /// (no row): one expression per state column, NULL-safe as the aggregates are.
+    pub fn merge_values(&self, i: usize, old: &str, new: &[String]) -> Vec<String> {
+        let c = format!("{old}.{}", Self::acc_column(i));
+        let p = &new[0];
+        let mut out = vec![match self.spec.func {
+            AggFunc::Count => format!("coalesce({c}, 0) + {p}"),
+            AggFunc::Min => format!("LEAST({c}, {p})"),
+            AggFunc::Max => format!("GREATEST({c}, {p})"),
+            AggFunc::Sum | AggFunc::Avg => format!(
+                "CASE WHEN {c} IS NULL THEN {p} WHEN {p} IS NULL THEN {c} ELSE {c} + {p} END"
+            ),
+        }];
+        if self.avg_kind.is_some() {
+            out.push(format!(
+                "coalesce({old}.{}, 0) + {}",
+                Self::acc_n_column(i),
+                new[1]
+            ));
+        }
+        out
+    }
+
     /// The published value, from the state row aliased `u`, in PostgreSQL's own result type.
     pub fn final_value(&self, i: usize, u: &str) -> String {
         let c = format!("{u}.{}", Self::acc_column(i));

@@ -62,9 +62,36 @@ pub fn add(t: Micros, d: i64) -> Micros {
     }
 }
 
+/// `t` in ISO 8601, in UTC, with microseconds: `2026-10-30T00:00:00.000000Z`, `infinity`,
+/// `-infinity`. The same whatever the session's `TimeZone` and `DateStyle`.
+pub fn iso(t: Micros) -> String {
+    match t {
+        INFINITY => return "infinity".into(),
+        NEG_INFINITY => return "-infinity".into(),
+        _ => {}
+    }
+    let (days, tod) = (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY));
+    let (y, m, d) = super::window::civil_from_days(days + 10_957);
+    let (h, rest) = (tod / 3_600_000_000, tod % 3_600_000_000);
+    let (min, rest) = (rest / 60_000_000, rest % 60_000_000);
+    let (s, us) = (rest / 1_000_000, rest % 1_000_000);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{us:06}Z")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_print_in_iso_8601_utc() {
+        assert_eq!(iso(0), "2000-01-01T00:00:00.000000Z");
+        assert_eq!(
+            iso(crate::core::window::local_time(2026, 10, 30, 0, 0) + 1),
+            "2026-10-30T00:00:00.000001Z"
+        );
+        assert_eq!(iso(-1), "1999-12-31T23:59:59.999999Z");
+        assert_eq!(iso(INFINITY), "infinity");
+    }
 
     #[test]
     fn durations_are_described_in_their_largest_exact_unit() {

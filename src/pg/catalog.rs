@@ -4,6 +4,7 @@
 //! resolved at creation (`definition jsonb`: key and event-id types, aggregate result types,
 //! window and lateness in microseconds), from which the SQL of the pipeline is generated.
 
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::core::model::PipelineDef;
@@ -135,4 +136,17 @@ pub fn name_and_event_time(id: i32) -> (String, String) {
         name.unwrap_or_else(|| format!("#{id}")),
         column.unwrap_or_default(),
     )
+}
+
+/// The pipeline watermark of pipeline `id` as the statement sees it (NULL before the first
+/// advance), read as the catalog's owner.
+pub fn watermark(id: i32) -> Option<i64> {
+    security::as_catalog_owner(|| {
+        Spi::get_one_with_args::<TimestampWithTimeZone>(
+            "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
+            &[id.into()],
+        )
+        .expect("catalog read")
+        .map(|w| w.into_inner())
+    })
 }

@@ -31,6 +31,12 @@ pub enum EtError {
         column: String,
         hint: Option<String>,
     },
+    /// 42703: a key object names a column that is not a key of the pipeline.
+    UnknownKeyColumn {
+        pipeline: String,
+        column: String,
+        keys: Vec<String>,
+    },
     /// 42804: a column has the wrong type.
     WrongColumnType {
         table: String,
@@ -117,7 +123,7 @@ impl EtError {
             NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             InvalidParameter { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             NameTooLong { .. } => ERRCODE_NAME_TOO_LONG,
-            UndefinedColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
+            UndefinedColumn { .. } | UnknownKeyColumn { .. } => ERRCODE_UNDEFINED_COLUMN,
             WrongColumnType { .. } => ERRCODE_DATATYPE_MISMATCH,
             DuplicateColumn { .. } => ERRCODE_DUPLICATE_COLUMN,
             AggregateSyntax { .. } => ERRCODE_SYNTAX_ERROR,
@@ -154,6 +160,9 @@ impl EtError {
             UndefinedColumn { table, column, .. } => {
                 format!("column \"{column}\" of relation {table} does not exist")
             }
+            UnknownKeyColumn {
+                pipeline, column, ..
+            } => format!("\"{column}\" is not a key column of pipeline \"{pipeline}\""),
             WrongColumnType {
                 table,
                 column,
@@ -278,6 +287,14 @@ impl EtError {
             DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
             InvalidParameter { hint, .. } => hint.clone(),
             UndefinedColumn { hint, .. } => hint.clone(),
+            UnknownKeyColumn { pipeline, keys, .. } => Some(if keys.is_empty() {
+                format!("Pipeline \"{pipeline}\" has no key columns: pass NULL for the key.")
+            } else {
+                format!(
+                    "The key columns of pipeline \"{pipeline}\" are: {}.",
+                    keys.join(", ")
+                )
+            }),
             WrongColumnType { hint, .. } => hint.clone(),
             AggregateSyntax { hint, .. } => hint.clone(),
             DuplicateColumn { .. } => Some("Rename the aggregate with AS, or choose other key columns.".into()),

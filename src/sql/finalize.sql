@@ -101,3 +101,12 @@ END
 $$;
 CREATE EVENT TRIGGER eventtime_alter_table ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
     EXECUTE FUNCTION _eventtime.on_alter_table();
+
+COMMENT ON FUNCTION eventtime.restate(text, timestamptz, timestamptz, jsonb) IS
+  'Folds the refused rows not yet folded of the windows starting at window_from (or in [window_from, window_to)), of every key or of the key given as a JSON object, into one new version per window, kind restatement: the latest version plus those rows. Returns one row per version written. For the pipeline''s owner.';
+COMMENT ON FUNCTION eventtime.lateness(text, timestamptz, timestamptz, text) IS
+  'The lateness account of the windows starting in [window_from, window_to): per key and window, rows on time, late and refused, the refused share (of the rows, and with value of that numeric column), and the arrival lateness of late and refused rows (watermark - window_end) as p50, p90, p99 and max.';
+COMMENT ON FUNCTION eventtime.suggest_lateness(text, double precision, timestamptz) IS
+  'The smallest allowed lateness that would have accepted the share coverage of the rows that arrived after their window closed (since the given time, or ever).';
+COMMENT ON FUNCTION eventtime.changes(text, text) IS
+  'The versions committed since the cursor (NULL: from the first), each with a cursor to resume after it: a consumer that loops on it sees every version once, in commit order.';

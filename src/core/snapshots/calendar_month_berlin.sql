@@ -2,9 +2,12 @@
 CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
 CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
-CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" ("store", window_start, version) NULLS NOT DISTINCT;
-CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX ON _eventtime."p7_history" (_et_xid);
+CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
+CREATE INDEX ON _eventtime."p7_refused" (window_start);
+CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
 CREATE TABLE _eventtime."p7_ids" (window_start timestamptz NOT NULL, "store" text, event_id bigint NOT NULL);
 CREATE UNIQUE INDEX ON _eventtime."p7_ids" (window_start, "store", event_id) NULLS NOT DISTINCT;
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
@@ -20,7 +23,7 @@ SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
 DECLARE
   n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;
 v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
-v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;
+v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;
 BEGIN
 v_restricted := _eventtime.restrict();
 SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r."store" AS c0, r."order_id" AS c1, r."ordered_at" AS c2, r."amount" AS c3
@@ -62,8 +65,9 @@ ELSIF v_landing = 1 THEN
 n_accepted := 1;
 ELSIF v_landing = 2 THEN
 n_late := 1;
-INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w
+n_versions := 1;
+INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
 FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
 ELSE
 n_refused := 1;
@@ -121,8 +125,8 @@ version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.
 RETURNING s.*
 ),
 late_versions AS (
-INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w
+INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
 FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
 RETURNING 1
 ),
@@ -133,8 +137,8 @@ coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
 FROM batch
 )
 SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
-(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts
-INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;
+(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
+INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;
 v_done := true;
 EXCEPTION WHEN unique_violation THEN
 v_done := false;
@@ -201,8 +205,8 @@ version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.
 RETURNING s.*
 ),
 late_versions AS (
-INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w
+INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
 FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
 RETURNING 1
 ),
@@ -213,8 +217,8 @@ coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
 FROM batch
 )
 SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
-(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts
-INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;
+(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
+INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;
 END IF;
 END IF;
 IF n_bad > 0 THEN
@@ -225,6 +229,9 @@ INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES (7, n_d
 END IF;
 IF current_setting('pg_eventtime.collect_counts', true) = 'on' THEN
 PERFORM _eventtime.note_counts(7, n_accepted, n_late, n_refused, n_duplicates);
+END IF;
+IF n_versions > 0 THEN
+PERFORM _eventtime.announce('Orders "daily"', 0, n_versions, 0, pg_eventtime.v_w);
 END IF;
 RETURN NULL;
 END pg_eventtime
@@ -237,7 +244,7 @@ CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCI
 CREATE VIEW "public"."Orders ""daily""_history" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history";
 CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON ("store", window_start) "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY "store", window_start, version DESC;
 CREATE VIEW "public"."Orders ""daily""_sealed" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" WHERE version = 1;
-CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT "store", event_id, event_time, "row", window_start, window_end, deadline, watermark, refused_at FROM _eventtime."p7_refused";
+CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT r."store", r.event_id, r.event_time, r."row", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, f.version AS restated_in FROM _eventtime."p7_refused" r LEFT JOIN _eventtime."p7_folds" f ON f.refused_id = r._et_id;
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
@@ -248,13 +255,14 @@ ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_ids" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
+ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
 -- fire
 WITH fired AS (
-INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT f."store", f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1 FROM _eventtime."p7_state" f
+INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT f."store", f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM _eventtime."p7_state" f
 WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)
 RETURNING 1
 )
@@ -275,4 +283,5 @@ DROP TABLE IF EXISTS _eventtime."p7_state";
 DROP TABLE IF EXISTS _eventtime."p7_ids";
 DROP TABLE IF EXISTS _eventtime."p7_history";
 DROP TABLE IF EXISTS _eventtime."p7_refused";
+DROP TABLE IF EXISTS _eventtime."p7_folds";
 

@@ -2,9 +2,12 @@
 CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
 CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
-CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version) NULLS NOT DISTINCT;
-CREATE TABLE _eventtime."p7_refused" (event_id text, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX ON _eventtime."p7_history" (_et_xid);
+CREATE TABLE _eventtime."p7_refused" (event_id text, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
+CREATE INDEX ON _eventtime."p7_refused" (window_start);
+CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
@@ -18,7 +21,7 @@ SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
 DECLARE
   n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;
 v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;
-v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;
+v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;
 BEGIN
 v_restricted := _eventtime.restrict();
 IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
@@ -58,8 +61,9 @@ ELSIF v_landing = 1 THEN
 n_accepted := 1;
 ELSIF v_landing = 2 THEN
 n_late := 1;
-INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w
+n_versions := 1;
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
 FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
 ELSE
 n_refused := 1;
@@ -108,8 +112,8 @@ version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.
 RETURNING s.*
 ),
 late_versions AS (
-INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
 FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
 RETURNING 1
 ),
@@ -120,8 +124,8 @@ coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
 FROM batch
 )
 SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
-(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts
-INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;
+(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
+INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;
 END IF;
 IF n_bad > 0 THEN
 PERFORM _eventtime.raise_event_time_error(7, pg_eventtime.v_bad);
@@ -132,7 +136,7 @@ END IF;
 IF current_setting('pg_eventtime.collect_counts', true) = 'on' THEN
 PERFORM _eventtime.note_counts(7, n_accepted, n_late, n_refused, n_duplicates);
 END IF;
-PERFORM _eventtime.advance_by_watermark_lag(7, max_event_time);
+PERFORM _eventtime.advance_by_watermark_lag(7, max_event_time, n_versions);
 RETURN NULL;
 END pg_eventtime
 $eventtime$;
@@ -144,7 +148,7 @@ CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCI
 CREATE VIEW "public"."Orders ""daily""_history" AS SELECT window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history";
 CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON (window_start) window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY window_start, version DESC;
 CREATE VIEW "public"."Orders ""daily""_sealed" AS SELECT window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" WHERE version = 1;
-CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT event_id, event_time, "row", window_start, window_end, deadline, watermark, refused_at FROM _eventtime."p7_refused";
+CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT r.event_id, r.event_time, r."row", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, f.version AS restated_in FROM _eventtime."p7_refused" r LEFT JOIN _eventtime."p7_folds" f ON f.refused_id = r._et_id;
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
@@ -154,13 +158,14 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
+ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
 -- fire
 WITH fired AS (
-INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark)
-SELECT f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1 FROM _eventtime."p7_state" f
+INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM _eventtime."p7_state" f
 WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)
 RETURNING 1
 )
@@ -180,4 +185,5 @@ DROP FUNCTION IF EXISTS _eventtime."p7_ingest"();
 DROP TABLE IF EXISTS _eventtime."p7_state";
 DROP TABLE IF EXISTS _eventtime."p7_history";
 DROP TABLE IF EXISTS _eventtime."p7_refused";
+DROP TABLE IF EXISTS _eventtime."p7_folds";
 

@@ -21,12 +21,19 @@ impl PipelineDef {
                 prefix(&keys)
             ),
             format!("CREATE INDEX ON {} (window_end)", self.table("state")),
+            // Beside the published values, each version keeps the window's accumulators (what a
+            // restatement adds to), and the transaction that wrote it and the order of writing
+            // (what `eventtime.changes` reads).
             format!(
                 "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
                  version integer NOT NULL, kind text NOT NULL, {}sealed boolean GENERATED ALWAYS AS (version = 1) STORED, \
-                 watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now())",
+                 watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), \
+                 {INTERNAL_PREFIX}n bigint NOT NULL{}, \
+                 {INTERNAL_PREFIX}xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), \
+                 {INTERNAL_PREFIX}seq bigint GENERATED ALWAYS AS IDENTITY)",
                 self.table("history"),
-                self.aggs.iter().map(|a| format!("{} {}, ", quote_ident(&a.spec.alias), a.result_type)).collect::<String>()
+                self.aggs.iter().map(|a| format!("{} {}, ", quote_ident(&a.spec.alias), a.result_type)).collect::<String>(),
+                self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
             ),
             format!(
                 "CREATE UNIQUE INDEX ON {} ({}window_start, version) NULLS NOT DISTINCT",
@@ -34,11 +41,26 @@ impl PipelineDef {
                 prefix(&keys)
             ),
             format!(
+                "CREATE INDEX ON {} ({INTERNAL_PREFIX}xid)",
+                self.table("history")
+            ),
+            format!(
                 "CREATE TABLE {} ({kd}event_id {}, event_time timestamptz NOT NULL, \"row\" jsonb NOT NULL, \
                  window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, \
-                 watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now())",
+                 watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), \
+                 {INTERNAL_PREFIX}id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)",
                 self.table("refused"),
                 self.event_id.as_ref().map(|c| c.type_name.as_str()).unwrap_or("text")
+            ),
+            format!(
+                "CREATE INDEX ON {} (window_start)",
+                self.table("refused")
+            ),
+            // The refused rows a restatement folded in, by the version that folded them: refused
+            // rows stay as they arrived.
+            format!(
+                "CREATE TABLE {} (refused_id bigint PRIMARY KEY, version integer NOT NULL)",
+                self.table("folds")
             ),
         ];
         if let Some(eid) = &self.event_id {
@@ -100,9 +122,12 @@ impl PipelineDef {
                 self.table("history")
             ),
             format!(
-                "CREATE VIEW {} AS SELECT {k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark, refused_at FROM {}",
+                "CREATE VIEW {} AS SELECT {kr}r.event_id, r.event_time, r.\"row\", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, \
+                 f.version AS restated_in FROM {} r LEFT JOIN {} f ON f.refused_id = r.{INTERNAL_PREFIX}id",
                 self.view("_refused"),
-                self.table("refused")
+                self.table("refused"),
+                self.table("folds"),
+                kr = prefix(&self.key_names(Some("r"))),
             ),
         ];
         // Simple views would pass writes through to the tables: nobody writes history or

@@ -24,8 +24,8 @@ impl PipelineDef {
         let kf = prefix(&self.key_names(Some("f")));
         format!(
             "WITH fired AS (\n\
-               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-               SELECT {kf}f.window_start, f.window_end, 1, 'main', {finals}$1 FROM {state} f\n\
+               INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark, {accs})\n\
+               SELECT {kf}f.window_start, f.window_end, 1, 'main', {finals}$1, {accs_f} FROM {state} f\n\
                WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)\n\
                RETURNING 1\n\
              )\n\
@@ -34,6 +34,8 @@ impl PipelineDef {
             history = self.table("history"),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("f")),
+            accs = self.state_cols().join(", "),
+            accs_f = self.state_cols().iter().map(|c| format!("f.{c}")).collect::<Vec<_>>().join(", "),
         )
     }
 }

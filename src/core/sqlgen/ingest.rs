@@ -134,14 +134,16 @@ impl PipelineDef {
     /// yields, written under `watermark`.
     pub(super) fn late_version_insert(&self, from: &str, watermark: &str) -> String {
         format!(
-            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark)\n\
-             SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}{watermark}\n\
+            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark, {accs})\n\
+             SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}{watermark}, {accs_u}\n\
              {from}",
             history = self.table("history"),
             k = prefix(&self.key_names(None)),
             ku = prefix(&self.key_names(Some("u"))),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("u")),
+            accs = self.state_cols().join(", "),
+            accs_u = self.state_cols().iter().map(|c| format!("u.{c}")).collect::<Vec<_>>().join(", "),
         )
     }
 
@@ -288,7 +290,7 @@ impl PipelineDef {
                FROM batch\n\
              )\n\
              SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),\n\
-                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n) FROM counts"
+                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts"
         );
         sql
     }

@@ -18,6 +18,7 @@ use super::aggregates::ResolvedAgg;
 use super::ident::{quote_ident, quote_literal};
 pub use super::model::{Column, PipelineDef};
 
+mod corrections;
 mod ddl;
 mod firing;
 mod ingest;
@@ -40,6 +41,7 @@ pub const RESERVED_COLUMNS: &[&str] = &[
     "row",
     "deadline",
     "refused_at",
+    "restated_in",
 ];
 
 /// Prefix of the internal columns of the window state; user names may not start with it.
@@ -163,6 +165,14 @@ impl PipelineDef {
             .collect()
     }
 
+    /// The row count and the accumulator columns: what a window's state holds, and what each
+    /// version keeps of it.
+    fn state_cols(&self) -> Vec<String> {
+        let mut out = vec![format!("{INTERNAL_PREFIX}n")];
+        out.extend(self.acc_cols());
+        out
+    }
+
     fn acc_cols(&self) -> Vec<String> {
         self.aggs
             .iter()
@@ -227,9 +237,9 @@ impl PipelineDef {
     /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
     fn tables(&self) -> &'static [&'static str] {
         if self.event_id.is_some() {
-            &["state", "ids", "history", "refused"]
+            &["state", "ids", "history", "refused", "folds"]
         } else {
-            &["state", "history", "refused"]
+            &["state", "history", "refused", "folds"]
         }
     }
 }
@@ -421,7 +431,7 @@ mod tests {
         );
         let owner = "\"app owner\"";
         let handed = d.hand_over(owner);
-        for t in ["state", "ids", "history", "refused"] {
+        for t in ["state", "ids", "history", "refused", "folds"] {
             assert!(
                 handed.contains(&format!("ALTER TABLE {} OWNER TO {owner}", d.table(t))),
                 "{t}"
@@ -441,7 +451,7 @@ mod tests {
         // Without event ids there is no ledger to hand over.
         d.event_id = None;
         assert!(!d.hand_over(owner).iter().any(|s| s.contains("p7_ids")));
-        assert_eq!(d.hand_over(owner).len(), 5);
+        assert_eq!(d.hand_over(owner).len(), 6);
     }
 
     #[test]

@@ -25,6 +25,7 @@ impl PipelineDef {
                n_accepted := 1;\n\
              ELSIF v_landing = 2 THEN\n\
                n_late := 1;\n\
+               n_versions := 1;\n\
                {late};\n\
              ELSE\n\
                n_refused := 1;\n\
@@ -53,7 +54,7 @@ impl PipelineDef {
     /// back and the statement that dedups runs instead.
     pub(super) fn bulk_block(&self) -> String {
         let stmt = format!(
-            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n",
+            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n",
             self.ingest_statement()
         );
         let Some(_) = &self.event_id else {
@@ -68,7 +69,7 @@ impl PipelineDef {
              ) ELSE false END) THEN\n\
                BEGIN\n\
              {fresh}\n\
-               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad;\n\
+               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n\
                v_done := true;\n\
                EXCEPTION WHEN unique_violation THEN\n\
                  v_done := false;\n\
@@ -126,9 +127,22 @@ impl PipelineDef {
                     id = self.id,
                     state = self.table("state"),
                 ),
-                format!("PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time);\n", id = self.id),
+                format!(
+                    "PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time, n_versions);\n",
+                    id = self.id
+                ),
             ),
-            None => (String::new(), String::new()),
+            // Late versions are announced here; with a lag, by the advance, in one notification
+            // with what it fires.
+            None => (
+                String::new(),
+                format!(
+                    "IF n_versions > 0 THEN\n\
+                       PERFORM {INTERNAL_SCHEMA}.announce({name}, 0, n_versions, 0, {FN_LABEL}.v_w);\n\
+                     END IF;\n",
+                    name = quote_literal(&self.name),
+                ),
+            ),
         };
         let reads: String = self
             .one_row_columns()
@@ -143,7 +157,7 @@ impl PipelineDef {
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
                v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
-               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz;\n\
+               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;\n\
              BEGIN\n\
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\

@@ -264,7 +264,7 @@ SET ROLE regress_et_stranger;
 SELECT count(*) AS catalog_rows FROM _eventtime.pipeline;
 SELECT pg_temp.try($$ SELECT * FROM _eventtime.source $$);
 SELECT pg_temp.try(format('INSERT INTO _eventtime.duplicate_counts VALUES (%s, 1000)', :orders_id));
-SELECT pg_temp.try(format('SELECT _eventtime.advance_by_watermark_lag(%s, %L)', :orders_id, 'infinity'));
+SELECT pg_temp.try(format('SELECT _eventtime.advance_by_watermark_lag(%s, %L, 0)', :orders_id, 'infinity'));
 SELECT count(*) AS count_rows FROM _eventtime.pipeline_counts(:orders_id);
 SELECT pg_temp.try($$ SELECT * FROM _eventtime.explain('rl_orders', '2026-03-01 09:00+00', '{north}') $$);
 SELECT pg_temp.try($$ SELECT _eventtime.restrict() $$);
@@ -274,7 +274,7 @@ SELECT regexp_replace(pg_temp.try(format('CREATE TRIGGER steal AFTER INSERT ON r
     'p[0-9]+_', 'p<id>_', 'g') AS try;
 SET ROLE regress_et_analyst;
 SELECT count(*) AS catalog_rows FROM _eventtime.pipeline;
-SELECT pg_temp.try(format('SELECT _eventtime.advance_by_watermark_lag(%s, %L)', :orders_id, 'infinity'));
+SELECT pg_temp.try(format('SELECT _eventtime.advance_by_watermark_lag(%s, %L, 0)', :orders_id, 'infinity'));
 SET ROLE regress_et_owner;
 SELECT name FROM _eventtime.pipeline ORDER BY name;
 SET ROLE regress_et_tenant;
