@@ -258,6 +258,10 @@ impl EtError {
             AggregateSyntax { position, .. } => Some(format!("The error is at character {position} of the aggregate list.")),
             NullEventTime { .. } => Some("Every row needs an event time; no row of the statement was applied.".into()),
             EventTimeOutOfRange { .. } => Some("No row of the statement was applied.".into()),
+            WrongIsolation { function, .. } if *function == "eventtime.restate" => Some(
+                "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the restatement lock, so rows folded meanwhile would be folded again."
+                    .into(),
+            ),
             WrongIsolation { .. } => Some(
                 "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the pipeline lock, so rows committed meanwhile would not be fired."
                     .into(),
