@@ -35,8 +35,11 @@ impl PipelineDef {
                 self.aggs.iter().map(|a| format!("{} {}, ", quote_ident(&a.spec.alias), a.result_type)).collect::<String>(),
                 self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
             ),
+            // Window start first: one day of any view, and one window of one key, are ranges of
+            // this index; `version DESC` gives `_latest` each window's greatest version first,
+            // with no sort.
             format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start, version) NULLS NOT DISTINCT",
+                "CREATE UNIQUE INDEX ON {} (window_start, {}version DESC) NULLS NOT DISTINCT",
                 self.table("history"),
                 prefix(&keys)
             ),
@@ -112,9 +115,10 @@ impl PipelineDef {
         let mut out = vec![
             format!("CREATE VIEW {} AS SELECT {history_cols} FROM {}", self.view("_history"), self.table("history")),
             format!(
-                "CREATE VIEW {} AS SELECT DISTINCT ON ({k}window_start) {history_cols} FROM {} ORDER BY {k}window_start, version DESC",
+                "CREATE VIEW {} AS SELECT DISTINCT ON (window_start{kc}) {history_cols} FROM {} ORDER BY window_start{kc}, version DESC",
                 self.view("_latest"),
-                self.table("history")
+                self.table("history"),
+                kc = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
             ),
             format!(
                 "CREATE VIEW {} AS SELECT {history_cols} FROM {} WHERE version = 1",
