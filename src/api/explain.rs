@@ -122,7 +122,7 @@ mod _eventtime {
             })
             .collect();
         let state_sql = format!(
-            "SELECT t._et_n FROM {} t WHERE t.window_start = $1{key_match}",
+            "SELECT sum(t._et_n)::bigint FROM {} t WHERE t.window_start = $1{key_match}",
             def.table("state")
         );
         let history_sql = format!(

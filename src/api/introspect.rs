@@ -2,6 +2,7 @@
 
 use pgrx::prelude::*;
 
+use crate::core::ident::quote_ident;
 use crate::core::sqlgen::internal_table;
 use crate::pg::catalog;
 use crate::pg::error::EtError;
@@ -30,11 +31,20 @@ mod _eventtime {
             return TableIterator::new(Vec::new());
         }
         let t = |what: &str| internal_table(pipeline_id, what);
+        // An open window has a state row per ingest statement: windows are counted once per key.
+        let windows = format!(
+            "(SELECT DISTINCT {}s.window_start, s.window_end FROM {} s)",
+            p.def
+                .keys
+                .iter()
+                .map(|k| format!("s.{}, ", quote_ident(&k.name)))
+                .collect::<String>(),
+            t("state")
+        );
         let sql = format!(
-            "SELECT (SELECT count(*) FROM {state} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
-                    (SELECT count(*) FROM {state}), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \
+            "SELECT (SELECT count(*) FROM {windows} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
+                    (SELECT count(*) FROM {windows} s), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \
              FROM _eventtime.pipeline p WHERE p.id = {pipeline_id}",
-            state = t("state"),
             history = t("history"),
             refused = t("refused"),
         );

@@ -139,24 +139,24 @@ fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
     p.as_owner(|| {
         Spi::connect_mut(|client| {
             // Fire first, from the state as it is; then purge what reached its deadline.
-            let fired = client
+            let fire = client
                 .update(
                     p.def.fire_statement().as_str(),
                     None,
                     &[new.into(), current.into()],
                 )
                 .expect("fire")
-                .first()
-                .get::<i64>(1)
-                .expect("fired")
-                .unwrap_or(0);
-            let purged = client
-                .update(p.def.purge_statement().as_str(), None, &[new.into()])
-                .expect("purge")
-                .first()
-                .get::<i64>(1)
-                .expect("purged")
-                .unwrap_or(0);
+                .first();
+            let fired = fire.get::<i64>(1).expect("fired").unwrap_or(0);
+            let dropped = fire.get::<i64>(2).expect("dropped").unwrap_or(0);
+            let purged = dropped
+                + client
+                    .update(p.def.purge_statement().as_str(), None, &[new.into()])
+                    .expect("purge")
+                    .first()
+                    .get::<i64>(1)
+                    .expect("purged")
+                    .unwrap_or(0);
             (fired, purged, Some(new))
         })
     })

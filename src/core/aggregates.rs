@@ -381,6 +381,23 @@ impl ResolvedAgg {
         out
     }
 
+    /// Aggregates over the state rows of one window (its statements' partials) that give its
+    /// accumulators: one expression per state column, each in the accumulator's type.
+    pub fn combine(&self, i: usize) -> Vec<String> {
+        let c = Self::acc_column(i);
+        let t = &self.acc_type;
+        let mut out = vec![match self.spec.func {
+            AggFunc::Count => format!("sum({c})::bigint"),
+            AggFunc::Min => format!("min({c})"),
+            AggFunc::Max => format!("max({c})"),
+            AggFunc::Sum | AggFunc::Avg => format!("sum({c})::{t}"),
+        }];
+        if self.avg_kind.is_some() {
+            out.push(format!("sum({})::bigint", Self::acc_n_column(i)));
+        }
+        out
+    }
+
     /// The accumulators of aggregate `i` after adding the partials `new` (in the order of
     /// [`Self::partials`]) to the accumulators of the row aliased `old`, which may be all NULL
     /// (no row): one expression per state column, NULL-safe as the aggregates are.

@@ -1,9 +1,9 @@
 -- tables
 CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT WHERE version > 0;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
 CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
-CREATE UNIQUE INDEX ON _eventtime."p7_history" ("store", window_start, version) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, "store", version DESC) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_history" (_et_xid);
 CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
 CREATE INDEX ON _eventtime."p7_refused" (window_start);
@@ -68,12 +68,17 @@ SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_w
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
+appended AS (
+INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
+),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
-FROM batch ORDER BY "_et_window_start", "store"
-ON CONFLICT ("store", window_start) DO UPDATE SET
-version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
+SELECT *, 1 FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
+ON CONFLICT ("store", window_start) WHERE version > 0 DO UPDATE SET
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (
@@ -148,12 +153,17 @@ SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_w
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
+appended AS (
+INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
+),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
-FROM batch ORDER BY "_et_window_start", "store"
-ON CONFLICT ("store", window_start) DO UPDATE SET
-version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
+SELECT *, 1 FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
+ON CONFLICT ("store", window_start) WHERE version > 0 DO UPDATE SET
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (
@@ -193,7 +203,7 @@ CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCI
 
 -- views
 CREATE VIEW "public"."Orders ""daily""_history" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history";
-CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON ("store", window_start) "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY "store", window_start, version DESC;
+CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON (window_start, "store") "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY window_start, "store", version DESC;
 CREATE VIEW "public"."Orders ""daily""_sealed" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" WHERE version = 1;
 CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT r."store", r.event_id, r.event_time, r."row", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, f.version AS restated_in FROM _eventtime."p7_refused" r LEFT JOIN _eventtime."p7_folds" f ON f.refused_id = r._et_id;
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
@@ -211,13 +221,24 @@ REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
 -- fire
-WITH fired AS (
+WITH due AS MATERIALIZED (
+DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)
+RETURNING s.*
+),
+f AS MATERIALIZED (
+SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n"
+FROM due GROUP BY "store", window_start, window_end
+),
+kept AS (
+INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT f."store", f.window_start, f.window_end, 1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f WHERE f.window_end > $1 - interval '24:00:00.000000'
+),
+fired AS (
 INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT f."store", f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM _eventtime."p7_state" f
-WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)
+SELECT f."store", f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f
 RETURNING 1
 )
-SELECT count(*) FROM fired;
+SELECT (SELECT count(*) FROM fired), (SELECT count(*) FROM f WHERE f.window_end <= $1 - interval '24:00:00.000000');
 
 -- purge
 WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING 1)

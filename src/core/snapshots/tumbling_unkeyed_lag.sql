@@ -1,9 +1,9 @@
 -- tables
 CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT WHERE version > 0;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
 CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
-CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version DESC) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_history" (_et_xid);
 CREATE TABLE _eventtime."p7_refused" (event_id text, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
 CREATE INDEX ON _eventtime."p7_refused" (window_start);
@@ -41,12 +41,17 @@ c AS MATERIALIZED (
 SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", CASE WHEN x.window_end IS NULL THEN 4 WHEN x.window_end > wm.w_open THEN 1 WHEN x.window_end > wm.w_late THEN 2 ELSE 3 END AS _et_landing, wm.w
 FROM wm LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:15:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c0, 900000000, 0) AS s) x) x ON true
 ),
+appended AS (
+INSERT INTO _eventtime."p7_state" (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 1 AND true
+),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT c."_et_window_start", c."_et_window_end", CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM c WHERE c._et_landing < 3 AND true
-ON CONFLICT (window_start) DO UPDATE SET
-version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
+SELECT *, 1 FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 2 AND true) r
+ON CONFLICT (window_start) WHERE version > 0 DO UPDATE SET
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
 SELECT c."_et_window_start", c."_et_window_end", c._et_landing, c.w, true, (SELECT ctid FROM up) FROM c
@@ -103,12 +108,17 @@ SELECT c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end",
 FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 RETURNING 1
 ),
+appended AS (
+INSERT INTO _eventtime."p7_state" (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start"
+),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "_et_window_start", "_et_window_end", CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n, _et_p0, _et_p1, _et_p2
-FROM batch ORDER BY "_et_window_start"
-ON CONFLICT (window_start) DO UPDATE SET
-version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
+SELECT *, 1 FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start") r
+ON CONFLICT (window_start) WHERE version > 0 DO UPDATE SET
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (
@@ -163,13 +173,24 @@ REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
 -- fire
-WITH fired AS (
+WITH due AS MATERIALIZED (
+DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)
+RETURNING s.*
+),
+f AS MATERIALIZED (
+SELECT window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n"
+FROM due GROUP BY window_start, window_end
+),
+kept AS (
+INSERT INTO _eventtime."p7_state" (window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT f.window_start, f.window_end, 1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f WHERE f.window_end > $1 - interval '24:00:00.000000'
+),
+fired AS (
 INSERT INTO _eventtime."p7_history" (window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM _eventtime."p7_state" f
-WHERE f.window_end <= $1 AND ($2::timestamptz IS NULL OR f.window_end > $2)
+SELECT f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f
 RETURNING 1
 )
-SELECT count(*) FROM fired;
+SELECT (SELECT count(*) FROM fired), (SELECT count(*) FROM f WHERE f.window_end <= $1 - interval '24:00:00.000000');
 
 -- purge
 WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING 1)

@@ -15,8 +15,11 @@ impl PipelineDef {
                 self.table("state"),
                 self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
             ),
+            // Open windows get one row per ingest statement (version 0): writers never touch a
+            // common row. A fired window within its grace has one row (its version): late
+            // statements of a window take turns on it, for gapless versions.
             format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT",
+                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT WHERE version > 0",
                 self.table("state"),
                 prefix(&keys)
             ),

@@ -113,16 +113,33 @@ impl PipelineDef {
         )
     }
 
-    /// The upsert of `rows` (key, window start, window end, 1 for a late row or batch and 0
-    /// otherwise, row count and one partial per accumulator column, in that order) into the
-    /// state: a late one moves `version` to the next version.
+    /// The partials of an open window, `rows` (key, window start, window end, row count and one
+    /// partial per accumulator column, in that order), appended to the state as rows of their
+    /// own (version 0): no row lock any other writer waits for.
+    pub(super) fn state_append(&self, rows: &str) -> String {
+        let k = prefix(&self.key_names(None));
+        format!(
+            "INSERT INTO {state} ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list})\n\
+             {rows}",
+            state = self.table("state"),
+            acc_list = self
+                .acc_cols()
+                .iter()
+                .map(|c| format!(", {c}"))
+                .collect::<String>(),
+        )
+    }
+
+    /// The upsert of the partials of a fired window, `rows` (as for [`Self::state_append`]),
+    /// into its one state row, which moves to the next version (version 1 when the window had
+    /// no rows when it fired).
     pub(super) fn state_upsert(&self, rows: &str, returning: &str) -> String {
         let k = prefix(&self.key_names(None));
         format!(
-            "INSERT INTO {state} AS s ({k}window_start, window_end, version, {INTERNAL_PREFIX}n{acc_list})\n\
-             {rows}\n\
-             ON CONFLICT ({k}window_start) DO UPDATE SET\n\
-               version = CASE WHEN excluded.version > 0 THEN greatest(s.version, 1) + 1 ELSE s.version END, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
+            "INSERT INTO {state} AS s ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list}, version)\n\
+             SELECT *, 1 FROM ({rows}) r\n\
+             ON CONFLICT ({k}window_start) WHERE version > 0 DO UPDATE SET\n\
+               version = s.version + 1, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
              RETURNING {returning}",
             state = self.table("state"),
             acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
@@ -263,15 +280,22 @@ impl PipelineDef {
             "wm.w",
             "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
         );
-        let up = self.state_upsert(
-            &format!(
-                "SELECT {k}{ws}, {we}, CASE WHEN _et_landing = 2 THEN 1 ELSE 0 END, _et_n{partial_cols}\n\
-                 FROM batch ORDER BY {ws}{k_after}",
-                partial_cols = (0..accs.len()).map(|i| format!(", _et_p{i}")).collect::<String>(),
-                k_after = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-            ),
-            "s.*",
-        );
+        let rows = |landing: i32| {
+            format!(
+                "SELECT {k}{ws}, {we}, _et_n{partial_cols}\n\
+                 FROM batch WHERE _et_landing = {landing} ORDER BY {ws}{k_after}",
+                partial_cols = (0..accs.len())
+                    .map(|i| format!(", _et_p{i}"))
+                    .collect::<String>(),
+                k_after = self
+                    .key_names(None)
+                    .iter()
+                    .map(|c| format!(", {c}"))
+                    .collect::<String>(),
+            )
+        };
+        let appended = self.state_append(&rows(1));
+        let up = self.state_upsert(&rows(2), "s.*");
         let late_versions = self.late_version_insert(
             "FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1",
             "wm.w",
@@ -281,6 +305,7 @@ impl PipelineDef {
         // per window.
         sql += &format!(
             "refused AS (\n{refused}\n),\n\
+             appended AS (\n{appended}\n),\n\
              up AS (\n{up}\n),\n\
              late_versions AS (\n{late_versions}\n),\n\
              counts AS MATERIALIZED (\n\
@@ -380,15 +405,24 @@ impl PipelineDef {
             }
             None => "true".to_string(),
         };
-        let up = self.state_upsert(
-            &format!(
-                "SELECT {vk}c.{ws}, c.{we}, CASE WHEN c._et_landing = 2 THEN 1 ELSE 0 END, 1{partials}\n\
-                 FROM c WHERE c._et_landing < 3 AND {kept}",
-                partials = self.one_row_partials(|c| self.one_row_var(c)).iter().map(|p| format!(", {p}")).collect::<String>(),
-            ),
-            "s.ctid",
+        let rows = |landing: i32| {
+            format!(
+                "SELECT {vk}c.{ws}, c.{we}, 1{partials}\n\
+                 FROM c WHERE c._et_landing = {landing} AND {kept}",
+                partials = self
+                    .one_row_partials(|c| self.one_row_var(c))
+                    .iter()
+                    .map(|p| format!(", {p}"))
+                    .collect::<String>(),
+            )
+        };
+        let appended = self.state_append(&rows(1));
+        let up = self.state_upsert(&rows(2), "s.ctid");
+        sql += &format!(
+            "appended AS (\n{appended}\n),\n\
+             up AS (\n{up}\n)\n\
+             SELECT c.{ws}, c.{we}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c"
         );
-        sql += &format!("up AS (\n{up}\n)\nSELECT c.{ws}, c.{we}, c._et_landing, c.w, {kept}, (SELECT ctid FROM up) FROM c");
         sql
     }
 }

@@ -120,7 +120,7 @@ fn snapshot_checks<C: GenericClient>(
             "WITH {cte},
              live AS (SELECT store, region, ws, count(*) AS n FROM acc
                       WHERE {wm} IS NULL OR deadline > {wm} GROUP BY 1, 2, 3),
-             st AS (SELECT store, region, window_start AS ws, _et_n AS n FROM {state})
+             st AS (SELECT store, region, window_start AS ws, sum(_et_n)::bigint AS n FROM {state} GROUP BY 1, 2, 3)
              SELECT coalesce(l.store, s.store), coalesce(l.region, s.region), coalesce(l.ws, s.ws)::text, l.n::text, s.n::text
              FROM live l FULL JOIN st s ON s.store = l.store AND s.region = l.region AND s.ws = l.ws
              WHERE l.n IS DISTINCT FROM s.n LIMIT 10"
@@ -136,7 +136,8 @@ fn snapshot_checks<C: GenericClient>(
          or an open window with a version",
         &format!(
             "SELECT s.store, s.region, s.window_start::text, s.window_end::text, s._et_n::text, h.version::text, h.n::text
-             FROM {state} s LEFT JOIN faults_latest h ON h.store = s.store AND h.region = s.region AND h.window_start = s.window_start
+             FROM (SELECT store, region, window_start, window_end, sum(_et_n)::bigint AS _et_n FROM {state} GROUP BY 1, 2, 3, 4) s
+             LEFT JOIN faults_latest h ON h.store = s.store AND h.region = s.region AND h.window_start = s.window_start
              WHERE (s.window_end <= coalesce({wm}, '-infinity') AND (h.version IS NULL OR h.n IS DISTINCT FROM s._et_n))
                 OR (s.window_end > coalesce({wm}, '-infinity') AND h.version IS NOT NULL)
              LIMIT 10"
