@@ -59,6 +59,9 @@ pub struct Config {
     pub aggregates: &'static str,
     /// The names the aggregates list gives, as the views spell them.
     pub aliases: Vec<&'static str>,
+    /// Numeric columns `eventtime.lateness` is asked about, and whether the pipeline has a
+    /// `sum` or `avg` of each (without one, the refused value has no share).
+    pub values: Vec<(&'static str, bool)>,
     pub steps: usize,
     /// Where event time starts, before the first watermark.
     pub start: i64,
@@ -146,6 +149,7 @@ pub fn keyed_hourly() -> Config {
         aggregates: "count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, \
                      avg(amount) AS mean, count(note) AS notes",
         aliases: vec!["n", "total", "lo", "hi", "mean", "notes"],
+        values: vec![("amount", true), ("id", false)],
         steps: 130,
         start: utc("2026-03-01 00:00"),
     }
@@ -175,6 +179,7 @@ pub fn unkeyed_quarter_hour() -> Config {
         advance: 15 * MINUTE,
         aggregates: "count(*) AS n, sum(qty) AS total",
         aliases: vec!["n", "total"],
+        values: vec![("qty", true)],
         steps: 130,
         start: utc("2026-03-01 00:00"),
     }
@@ -209,6 +214,7 @@ pub fn quoted_daily() -> Config {
         aggregates: "count(*) AS \"Orders\", sum(\"Amount €\") AS \"Revenue €\", avg(\"Amount €\") AS \"Mean €\", \
                      min(\"Amount €\") AS lo",
         aliases: vec!["Orders", "Revenue €", "Mean €", "lo"],
+        values: vec![("Amount €", true)],
         steps: 110,
         start: utc("2026-01-01 06:00"),
     }
@@ -243,6 +249,7 @@ pub fn hopping_3h() -> Config {
         aggregates:
             "count(*) AS n, sum(amount) AS total, max(amount) AS hi, count(amount) AS priced",
         aliases: vec!["n", "total", "hi", "priced"],
+        values: vec![("amount", true), ("id", false)],
         steps: 80,
         start: utc("2026-04-01 00:00"),
     }
@@ -289,6 +296,7 @@ pub fn calendar_monthly() -> Config {
         advance: 4 * DAY,
         aggregates: "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo",
         aliases: vec!["n", "total", "mean_qty", "lo"],
+        values: vec![("amount", true), ("qty", true)],
         steps: 80,
         start: utc("2023-11-01 00:00"),
     }
@@ -320,6 +328,7 @@ pub fn calendar_hopping() -> Config {
         advance: 8 * DAY,
         aggregates: "count(*) AS n, sum(qty) AS total, max(qty) AS hi",
         aliases: vec!["n", "total", "hi"],
+        values: vec![("qty", true)],
         steps: 70,
         start: utc("2023-06-01 00:00"),
     }

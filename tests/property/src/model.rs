@@ -1,6 +1,8 @@
-//! The independent model of one pipeline, written from SPEC §2-3 and §7 and nothing else: the
-//! windows of a row (`windows`), the landing rule, event-id dedup (every id is remembered for
-//! the pipeline's lifetime, as SPEC §3 says), firings and purging. A row in several windows is
+//! The independent model of one pipeline, written from SPEC §2-3, §7 and §8 and nothing else:
+//! the windows of a row (`windows`), the landing rule, event-id dedup (every id is remembered
+//! for the pipeline's lifetime, as SPEC §3 says), firings and purging, restatements (which
+//! refused rows a call folds, and the version it writes) and what the lateness account needs
+//! (each pair's landing, the watermark it arrived under and its values; see `account`). A row in several windows is
 //! judged, deduplicated, counted, fired and refused in each on its own (SPEC §7): every rule
 //! below is per (row, window) pair. It knows which rows a window accepted only through the
 //! landings it returns; the rows themselves go to the model's tables in the test database, where
@@ -8,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use crate::values::Dec;
 use crate::windows::WindowSpec;
 
 /// Key values as text, `None` for NULL: NULL groups with NULL, as in `GROUP BY`.
@@ -20,6 +23,7 @@ pub type WindowKey = (Keys, i64);
 pub enum Kind {
     Main,
     Late,
+    Restatement,
 }
 
 impl Kind {
@@ -27,6 +31,7 @@ impl Kind {
         match self {
             Kind::Main => "main",
             Kind::Late => "late",
+            Kind::Restatement => "restatement",
         }
     }
 }
@@ -44,6 +49,8 @@ pub enum Landing {
         window_end: i64,
         deadline: i64,
         watermark: i64,
+        /// The refused pair's index in `Model::refused_pairs`.
+        no: usize,
     },
     Duplicate,
 }
@@ -70,18 +77,53 @@ pub struct Firing {
     pub watermark: i64,
 }
 
+/// A window of one key that some (row, window) pair landed in, accepted or refused. A window
+/// that only refused rows has no state and no version until a restatement writes one.
 #[derive(Default, Debug)]
 pub struct Window {
     /// The window has state: it accepted a row and its deadline has not passed.
     pub live: bool,
     pub firings: Vec<Firing>,
+    /// Pairs that landed open: the rows of the main firing, or of the state before it.
+    pub on_time: i64,
+    /// The watermark each late pair arrived under.
+    pub late: Vec<i64>,
+    /// Indexes into `Model::refused_pairs`.
+    pub refused: Vec<usize>,
+    /// Per value column of the events, the sum of the accepted pairs' non-NULL values.
+    pub accepted_totals: Vec<Dec>,
 }
 
-/// What the model needs of a row: its key values, event id and event time.
+/// A refused (row, window) pair: what the account reports of it and which version folded it.
+#[derive(Clone, Debug)]
+pub struct RefusedPair {
+    pub window: WindowKey,
+    /// The watermark that refused it.
+    pub watermark: i64,
+    pub values: Vec<Option<Dec>>,
+    pub restated_in: Option<usize>,
+}
+
+/// What the model needs of a row: its key values, event id and event time, and the values of
+/// the columns the lateness account may be asked about (`None` for NULL).
 pub struct Event {
     pub keys: Keys,
     pub event_id: Option<String>,
     pub event_time: i64,
+    pub values: Vec<Option<Dec>>,
+}
+
+/// Which keys `eventtime.restate` takes, per key column: `None` matches any value (the column
+/// is left out of the key object), `Some(None)` the NULL key (JSON null), `Some(Some(v))` v.
+pub type KeyFilter = Vec<Option<Option<String>>>;
+
+/// One version written by a restatement: what `eventtime.restate` returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restated {
+    pub keys: Keys,
+    pub window_start: i64,
+    pub version: usize,
+    pub rows_folded: usize,
 }
 
 pub struct Model {
@@ -92,6 +134,8 @@ pub struct Model {
     /// Every (keys, window start, event id) ever seen, refused rows included; never forgotten.
     ledger: HashSet<(Keys, i64, String)>,
     pub windows: BTreeMap<WindowKey, Window>,
+    /// Every refused pair, in the order they were refused.
+    pub refused_pairs: Vec<RefusedPair>,
     pub refused: i64,
     pub duplicates: i64,
 }
@@ -106,6 +150,7 @@ impl Model {
             watermark: None,
             ledger: HashSet::new(),
             windows: BTreeMap::new(),
+            refused_pairs: Vec::new(),
             refused: 0,
             duplicates: 0,
         }
@@ -174,23 +219,80 @@ impl Model {
             }
         }
         let key = (ev.keys.clone(), window_start);
+        let window = self.windows.entry(key.clone()).or_default();
         match w {
-            Some(w) if w >= deadline => Landing::Refused {
-                window_start,
-                window_end,
-                deadline,
-                watermark: w,
-            },
+            Some(w) if w >= deadline => {
+                let no = self.refused_pairs.len();
+                window.refused.push(no);
+                self.refused_pairs.push(RefusedPair {
+                    window: key,
+                    watermark: w,
+                    values: ev.values.clone(),
+                    restated_in: None,
+                });
+                Landing::Refused {
+                    window_start,
+                    window_end,
+                    deadline,
+                    watermark: w,
+                    no,
+                }
+            }
             Some(w) if w >= window_end => {
-                self.windows.entry(key.clone()).or_default().live = true;
+                window.accept(ev);
+                window.late.push(w);
                 late_windows.insert(key);
                 Landing::Late { window_start }
             }
             _ => {
-                self.windows.entry(key).or_default().live = true;
+                window.accept(ev);
+                window.on_time += 1;
                 Landing::Open { window_start }
             }
         }
+    }
+
+    /// `eventtime.restate` (SPEC §8): every window starting at `from` (or in `[from, to)`) of
+    /// the keys the filter takes that has refused pairs not folded yet gets one new version,
+    /// kind `restatement`, the next after its latest (1 if it never published), written under
+    /// the watermark in force; those pairs are folded in it. Their event ids are distinct
+    /// already: dedup (the ledger) refuses a window one row per id at most.
+    pub fn restate(&mut self, from: i64, to: Option<i64>, filter: &KeyFilter) -> Vec<Restated> {
+        let mut folds: BTreeMap<WindowKey, Vec<usize>> = BTreeMap::new();
+        for (no, pair) in self.refused_pairs.iter().enumerate() {
+            let (keys, start) = &pair.window;
+            let in_range = match to {
+                None => *start == from,
+                Some(to) => from <= *start && *start < to,
+            };
+            let key_matches = keys
+                .iter()
+                .zip(filter)
+                .all(|(k, f)| f.as_ref().is_none_or(|f| f == k));
+            if pair.restated_in.is_none() && in_range && key_matches {
+                folds.entry(pair.window.clone()).or_default().push(no);
+            }
+        }
+        let mut written = Vec::new();
+        for (key, pairs) in folds {
+            let watermark = self.watermark.expect("a refused row needs a watermark");
+            let window = self.windows.get_mut(&key).expect("a refused pair's window");
+            window.firings.push(Firing {
+                kind: Kind::Restatement,
+                watermark,
+            });
+            let version = window.firings.len();
+            for &no in &pairs {
+                self.refused_pairs[no].restated_in = Some(version);
+            }
+            written.push(Restated {
+                keys: key.0,
+                window_start: key.1,
+                version,
+                rows_folded: pairs.len(),
+            });
+        }
+        written
     }
 
     /// `advance_watermark`: returns (windows fired, windows purged). A watermark that is not
@@ -218,8 +320,24 @@ impl Model {
         (fired, purged)
     }
 
+    pub fn end(&self, window_start: i64) -> i64 {
+        self.spec.end(window_start)
+    }
+
     pub fn firings(&self) -> usize {
         self.windows.values().map(|w| w.firings.len()).sum()
+    }
+}
+
+impl Window {
+    fn accept(&mut self, ev: &Event) {
+        self.live = true;
+        self.accepted_totals.resize(ev.values.len(), Dec::default());
+        for (total, v) in self.accepted_totals.iter_mut().zip(&ev.values) {
+            if let Some(v) = v {
+                *total = *total + *v;
+            }
+        }
     }
 }
 
@@ -233,6 +351,7 @@ mod tests {
             keys: vec![Some("web".into())],
             event_id: Some(id.into()),
             event_time: e,
+            values: vec![],
         }
     }
 
@@ -268,6 +387,7 @@ mod tests {
                 window_end: utc("2026-10-30 00:00"),
                 deadline: utc("2026-10-31 00:00"),
                 watermark: utc("2026-11-01 00:00"),
+                no: 0,
             }
         );
     }
@@ -335,6 +455,7 @@ mod tests {
                     window_end: utc("2026-03-01 11:00"),
                     deadline: utc("2026-03-01 12:00"),
                     watermark: utc("2026-03-01 12:20"),
+                    no: 0,
                 },
                 Landing::Late {
                     window_start: utc("2026-03-01 09:00")

@@ -1,9 +1,13 @@
 //! One randomized run of one pipeline configuration: random ingest statements and watermark
-//! advances, each followed by a comparison of everything the pipeline publishes with the model.
+//! advances, each followed by a comparison of everything the pipeline publishes with the model;
+//! between them, restatements (SPEC §8) with random ranges and keys, and checks of the lateness
+//! account against `account`.
 //!
 //! The model decides where every row lands; the rows it accepted and refused are written to two
 //! plain tables of the source table's shape (`m_accepted`, `m_refused`), so that PostgreSQL
-//! itself computes the expected aggregates, with its own result types and scales.
+//! itself computes the expected aggregates, with its own result types and scales. `m_refused`
+//! also records which version the model says folded each refused pair (`_restated_in`): the
+//! latest version of a window is PostgreSQL's `GROUP BY` over its accepted and folded rows.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,11 +17,12 @@ use postgres::Client;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::account::{self, ValueColumn};
 use crate::config::{Config, Role};
 use crate::db::{self, Row};
-use crate::model::{Counts, Event, Keys, Landing, Model};
+use crate::model::{Counts, Event, KeyFilter, Keys, Kind, Landing, Model};
 use crate::values::{
-    decimal, quote_ident, quote_literal, ts_key, ts_text, Val, INFINITY, MINUTE, SECOND,
+    decimal, quote_ident, quote_literal, ts_key, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
 };
 
 /// Text payloads that each ingest path must carry unchanged: COPY's escapes and its NULL
@@ -39,6 +44,19 @@ const NOTES: &[&str] = &[
 /// The RNG stream of a config's explain probes is this plus its own stream.
 const PROBE_STREAMS: u64 = 1000;
 
+/// The RNG stream of a config's restatements and lateness checks is this plus its own stream:
+/// they come between the steps of the main stream and leave its draws as they were.
+const CORRECTION_STREAMS: u64 = 2000;
+
+/// Percentages of steps followed by a restatement, and by a check of the lateness account.
+const RESTATE_PCT: u32 = 12;
+const ACCOUNT_PCT: u32 = 12;
+
+/// An interval as whole microseconds, as `us()` writes timestamps.
+fn iv(expr: &str) -> String {
+    format!("(extract(epoch FROM {expr}) * 1000000)::bigint::text")
+}
+
 pub fn run(cfg: &Config, seed: u64) {
     println!("seed {seed}");
     let dbname = format!("eventtime_property_{}", cfg.label);
@@ -53,11 +71,19 @@ pub fn run(cfg: &Config, seed: u64) {
             s.check_explain();
         }
         s.check();
+        if s.corrections_rng.random_range(0..100) < RESTATE_PCT {
+            s.restate_step(None);
+            s.check();
+        }
+        if s.corrections_rng.random_range(0..100) < ACCOUNT_PCT {
+            s.check_account(None);
+        }
     }
     s.step += 1;
     s.advance_step(Some(INFINITY));
     s.check();
     s.check_no_state();
+    s.final_corrections();
     println!("{}: {}", cfg.label, s.stats.summary(&s.model));
     drop(s);
     db::drop_database(&dbname);
@@ -77,11 +103,16 @@ struct Scenario<'a> {
     /// The event times and keys `eventtime.explain` is asked about: a stream of its own, so
     /// that the probes do not change the run.
     probe_rng: ChaCha8Rng,
+    /// Restatements and lateness checks: a stream of its own, so that they do not change the
+    /// main stream's draws (what is ingested and advanced is as it was without them).
+    corrections_rng: ChaCha8Rng,
     db: Client,
     model: Model,
     key_cols: Vec<usize>,
     event_id_col: Option<usize>,
     event_time_col: usize,
+    /// The columns of `cfg.values`, in its order: the values the model keeps per pair.
+    value_cols: Vec<usize>,
     /// Every row sent that was not a duplicate, for redeliveries.
     sent: Vec<Vec<Val>>,
     /// Indexes into `sent` of the rows that were refused, to redeliver them on purpose.
@@ -107,19 +138,28 @@ struct Stats {
     by_method: [usize; 3],
     advances: usize,
     advances_not_forward: usize,
+    restate_calls: usize,
+    /// Restate calls that wrote at least one version.
+    restate_writing: usize,
+    rows_folded: usize,
+    account_checks: usize,
 }
 
 impl Stats {
     fn summary(&self, model: &Model) -> String {
-        let late_versions = model
-            .windows
-            .values()
-            .flat_map(|w| &w.firings)
-            .filter(|f| f.kind == crate::model::Kind::Late)
-            .count();
+        let versions = |kind| {
+            model
+                .windows
+                .values()
+                .flat_map(|w| &w.firings)
+                .filter(|f| f.kind == kind)
+                .count()
+        };
         format!(
             "{} ingest statements (INSERT {}, COPY {}, eventtime.ingest {}): accepted {}, late {}, refused {}, duplicates {}; \
-             {} advances ({} not forward); {} windows, {} versions of which {} late",
+             {} advances ({} not forward); {} windows, {} versions of which {} late and {} restatements \
+             ({} of them a version 1); {} restate calls ({} writing) folding {} refused pairs; \
+             {} checks of the lateness account",
             self.by_method.iter().sum::<usize>(),
             self.by_method[0],
             self.by_method[1],
@@ -132,7 +172,17 @@ impl Stats {
             self.advances_not_forward,
             model.windows.len(),
             model.firings(),
-            late_versions
+            versions(Kind::Late),
+            versions(Kind::Restatement),
+            model
+                .windows
+                .values()
+                .filter(|w| w.firings.first().map(|f| f.kind) == Some(Kind::Restatement))
+                .count(),
+            self.restate_calls,
+            self.restate_writing,
+            self.rows_folded,
+            self.account_checks
         )
     }
 }
@@ -162,16 +212,24 @@ impl<'a> Scenario<'a> {
         rng.set_stream(cfg.stream);
         let mut probe_rng = ChaCha8Rng::seed_from_u64(seed);
         probe_rng.set_stream(PROBE_STREAMS + cfg.stream);
+        let mut corrections_rng = ChaCha8Rng::seed_from_u64(seed);
+        corrections_rng.set_stream(CORRECTION_STREAMS + cfg.stream);
         Scenario {
             cfg,
             seed,
             rng,
             probe_rng,
+            corrections_rng,
             db,
             model: Model::new(cfg.windows, cfg.lateness, cfg.event_id().is_some()),
             key_cols: cfg.key_indexes(),
             event_id_col: cfg.event_id(),
             event_time_col: cfg.event_time(),
+            value_cols: cfg
+                .values
+                .iter()
+                .map(|(c, _)| cfg.column_index(c))
+                .collect(),
             sent: Vec::new(),
             refused_sent: Vec::new(),
             next_id: 0,
@@ -260,7 +318,8 @@ impl<'a> Scenario<'a> {
             "CREATE TABLE {src} ({});\n\
              CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL);\n\
              CREATE TABLE m_refused (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL, \
-                                     _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL);\n",
+                                     _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL, \
+                                     _n bigint PRIMARY KEY, _restated_in integer);\n",
             defs.join(", ")
         );
         let keys = cfg
@@ -404,6 +463,7 @@ impl<'a> Scenario<'a> {
                 Val::Ts(t) => t,
                 ref v => panic!("event time {v:?}"),
             },
+            values: self.value_cols.iter().map(|&i| Dec::of(&row[i])).collect(),
         }
     }
 
@@ -617,11 +677,12 @@ impl<'a> Scenario<'a> {
                         window_end,
                         deadline,
                         watermark,
+                        no,
                     } => {
                         let meta = [window_start, window_end, deadline, watermark]
                             .map(|t| Val::Ts(t).sql())
                             .join(", ");
-                        refused.push(format!("({vals}, {meta})"));
+                        refused.push(format!("({vals}, {meta}, {no})"));
                         was_refused = true;
                     }
                 }
@@ -712,6 +773,333 @@ impl<'a> Scenario<'a> {
         );
     }
 
+    /// `key ->> 'k', ` for each key column `k`, then the number of members of the key object:
+    /// the JSON key of `restate` and `lateness` compared column by column, whatever its spacing.
+    fn keys_of_json(&self) -> String {
+        let mut out: String = self
+            .cfg
+            .keys
+            .iter()
+            .map(|k| format!("key ->> {}, ", quote_literal(k)))
+            .collect();
+        out += "(SELECT count(*) FROM jsonb_object_keys(key))::text, ";
+        out
+    }
+
+    /// A JSON object of key column values, as `eventtime.restate` takes it; NULL (every key)
+    /// or `{}` (no column given: every key as well) when the filter takes any value.
+    fn key_json(&mut self, filter: &KeyFilter) -> String {
+        if filter.iter().all(Option::is_none) && self.corrections_rng.random_bool(0.5) {
+            return "NULL".into();
+        }
+        let members: Vec<String> = self
+            .cfg
+            .keys
+            .iter()
+            .zip(filter)
+            .filter_map(|(name, f)| {
+                let value = match f.as_ref()? {
+                    None => "null".to_string(),
+                    Some(v) => Val::Text(v.clone()).json(),
+                };
+                Some(format!("{}: {value}", Val::Text(name.to_string()).json()))
+            })
+            .collect();
+        format!(
+            "{}::jsonb",
+            quote_literal(&format!("{{{}}}", members.join(", ")))
+        )
+    }
+
+    /// A restatement (SPEC §8) of a random range and key: mostly aimed at a window with refused
+    /// rows not folded yet (the window alone, or a range around it, of its key or of a part of
+    /// it), otherwise windows near the watermark, of random keys, or a `window_from` that is no
+    /// window's start. `target` fixes the call instead: (from, to, filter).
+    fn restate_step(&mut self, target: Option<(i64, Option<i64>, KeyFilter)>) {
+        let spec = self.model.spec();
+        let s = spec.span();
+        let now = self.now();
+        let (from, to, filter) = target.unwrap_or_else(|| {
+            let r = &mut self.corrections_rng;
+            let unfolded: Vec<usize> = (0..self.model.refused_pairs.len())
+                .filter(|&i| self.model.refused_pairs[i].restated_in.is_none())
+                .collect();
+            if !unfolded.is_empty() && r.random_bool(0.7) {
+                let pair = &self.model.refused_pairs[unfolded[r.random_range(0..unfolded.len())]];
+                let (keys, start) = pair.window.clone();
+                let filter = keys
+                    .into_iter()
+                    .map(|k| r.random_bool(0.6).then_some(k))
+                    .collect();
+                if r.random_bool(0.5) {
+                    (start, None, filter)
+                } else {
+                    let from = start - r.random_range(0..=3 * s);
+                    (from, Some(start + r.random_range(1..=2 * s)), filter)
+                }
+            } else {
+                let mut from = spec.nth_start(now, r.random_range(-4..=1));
+                if r.random_bool(0.2) {
+                    from += r.random_range(1..s);
+                }
+                let to = r.random_bool(0.5).then(|| from + r.random_range(1..=4 * s));
+                let mut filter = KeyFilter::new();
+                for &k in &self.key_cols {
+                    filter.push(match (self.cfg.columns[k].role, r.random_range(0..100)) {
+                        (_, 0..50) => None,
+                        (_, 50..65) => Some(None),
+                        (Role::Key(values), _) => {
+                            Some(Some(values[r.random_range(0..values.len())].to_string()))
+                        }
+                        _ => unreachable!("key columns draw from their values"),
+                    });
+                }
+                (from, to, filter)
+            }
+        });
+        let key = self.key_json(&filter);
+        let to_sql = to
+            .map(|t| format!("{}::timestamptz", quote_literal(&ts_text(t))))
+            .unwrap_or_else(|| "NULL".into());
+        let call = format!(
+            "eventtime.restate({}, {}::timestamptz, {to_sql}, {key})",
+            quote_literal(self.cfg.pipeline),
+            quote_literal(&ts_text(from))
+        );
+        self.action = format!(
+            "{call} under watermark {}",
+            self.model
+                .watermark
+                .map(ts_text)
+                .unwrap_or_else(|| "NULL".into())
+        );
+        self.stats.restate_calls += 1;
+        let before: Vec<Option<usize>> = self
+            .model
+            .refused_pairs
+            .iter()
+            .map(|p| p.restated_in)
+            .collect();
+        let written = self.model.restate(from, to, &filter);
+        self.stats.restate_writing += usize::from(!written.is_empty());
+        let sql = format!(
+            "SELECT {}us(window_start), us(window_end), version::text, rows_folded::text FROM {call}",
+            self.keys_of_json()
+        );
+        let got = self.rows(&sql);
+        let expected = written
+            .iter()
+            .map(|w| {
+                let mut row = w.keys.clone();
+                row.extend([
+                    Some(self.cfg.keys.len().to_string()),
+                    Some(ts_key(w.window_start)),
+                    Some(ts_key(self.model.end(w.window_start))),
+                    Some(w.version.to_string()),
+                    Some(w.rows_folded.to_string()),
+                ]);
+                row
+            })
+            .collect();
+        self.assert_same_rows(
+            "eventtime.restate (keys, key members, window_start, window_end, version, rows_folded)",
+            got,
+            expected,
+        );
+        let folded: Vec<String> = self
+            .model
+            .refused_pairs
+            .iter()
+            .enumerate()
+            .filter_map(|(no, p)| match (before[no], p.restated_in) {
+                (None, Some(v)) => Some(format!("({no}, {v})")),
+                _ => None,
+            })
+            .collect();
+        self.stats.rows_folded += folded.len();
+        if !folded.is_empty() {
+            self.exec(&format!(
+                "UPDATE m_refused m SET _restated_in = f.v FROM (VALUES {}) f(n, v) WHERE m._n = f.n",
+                folded.join(", ")
+            ));
+        }
+        // The same call again has nothing new to fold: it writes nothing.
+        let action = std::mem::take(&mut self.action);
+        self.action = format!("{action} (again)");
+        let again = self.rows(&sql);
+        self.assert_same_rows("a second eventtime.restate", again, Vec::new());
+        self.action = action;
+    }
+
+    /// `eventtime.lateness` over a random range (around the watermark, everything, or bounds
+    /// that are no window's start) with a random value column or none, and
+    /// `eventtime.suggest_lateness` at a random coverage or its default, against `account`.
+    /// `range` fixes the range instead.
+    fn check_account(&mut self, range: Option<(i64, i64)>) {
+        self.stats.account_checks += 1;
+        let spec = self.model.spec();
+        let s = spec.span();
+        let now = self.now();
+        let r = &mut self.corrections_rng;
+        let (from, to) = range.unwrap_or_else(|| match r.random_range(0..100) {
+            0..40 => (
+                spec.nth_start(now, -r.random_range(2..=6)),
+                spec.nth_start(now, r.random_range(1..=2)),
+            ),
+            40..70 => (self.cfg.start - 10 * s, self.max_event_time + 10 * s),
+            _ => {
+                let from = now - r.random_range(0..5 * s);
+                (from, from + r.random_range(1..5 * s))
+            }
+        });
+        let value = match r.random_range(0..=self.cfg.values.len()) {
+            0 => None,
+            i => Some(i - 1),
+        };
+        let value_sql = value
+            .map(|i| quote_literal(self.cfg.values[i].0))
+            .unwrap_or_else(|| "NULL".into());
+        let call = format!(
+            "eventtime.lateness({}, {}::timestamptz, {}::timestamptz, {value_sql})",
+            quote_literal(self.cfg.pipeline),
+            quote_literal(&ts_text(from)),
+            quote_literal(&ts_text(to))
+        );
+        self.action = format!("{call} after step {}", self.step);
+        let got = self.rows(&format!(
+            "SELECT {}us(window_start), us(window_end), on_time::text, late::text, refused::text, \
+                    refused_value::text, {}, {}, {}, {}, refused_share::text, refused_value_share::text \
+             FROM {call}",
+            self.keys_of_json(),
+            iv("lateness_p50"),
+            iv("lateness_p90"),
+            iv("lateness_p99"),
+            iv("lateness_max")
+        ));
+        let column = value.map(|index| ValueColumn {
+            index,
+            has_total: self.cfg.values[index].1,
+        });
+        let lines = account::lateness(&self.model, from, to, column);
+        // Shares are doubles: compared apart, within a few units in the last place, as the
+        // contract does not say in which arithmetic they are divided.
+        let split = |mut row: Row| {
+            let value_share = row.pop().unwrap();
+            let share = row.pop().unwrap();
+            (row, [share, value_share])
+        };
+        let mut actual: Vec<(Row, [Option<String>; 2])> = got
+            .into_iter()
+            .map(|mut row| {
+                let i = self.cfg.keys.len() + 6;
+                row[i] = row[i].as_deref().map(|v| Dec::parse(v).normalized());
+                split(row)
+            })
+            .collect();
+        let mut expected: Vec<(Row, [Option<f64>; 2])> = lines
+            .iter()
+            .map(|l| {
+                let mut row = l.keys.clone();
+                row.extend([
+                    Some(self.cfg.keys.len().to_string()),
+                    Some(ts_key(l.window_start)),
+                    Some(ts_key(l.window_end)),
+                    Some(l.on_time.to_string()),
+                    Some(l.late.to_string()),
+                    Some(l.refused.to_string()),
+                    l.refused_value.map(Dec::normalized),
+                ]);
+                row.extend(l.lateness.iter().map(|x| x.map(|x| x.to_string())));
+                (row, [Some(l.refused_share), l.refused_value_share])
+            })
+            .collect();
+        actual.sort_by(|a, b| a.0.cmp(&b.0));
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        self.assert_same_rows(
+            "eventtime.lateness (keys, key members, window_start, window_end, on_time, late, refused, \
+             refused_value, lateness p50, p90, p99, max)",
+            actual.iter().map(|a| a.0.clone()).collect(),
+            expected.iter().map(|e| e.0.clone()).collect(),
+        );
+        for (a, e) in actual.iter().zip(&expected) {
+            for (i, what) in ["refused_share", "refused_value_share"].iter().enumerate() {
+                let got = a.1[i].as_deref().map(|v| {
+                    v.parse::<f64>()
+                        .unwrap_or_else(|_| panic!("{what} {v:?} is not a double"))
+                });
+                let close = match (got, e.1[i]) {
+                    (Some(g), Some(x)) => (g - x).abs() <= 1e-12 * x.abs().max(1.0),
+                    (g, x) => g == x,
+                };
+                assert!(
+                    close,
+                    "{}: eventtime.lateness {what} of {:?}: {got:?}, expected {:?}",
+                    self.ctx(),
+                    a.0,
+                    e.1[i]
+                );
+            }
+        }
+        self.check_suggest();
+    }
+
+    fn check_suggest(&mut self) {
+        let (coverage, arg) = match self.corrections_rng.random_range(0..5) {
+            0 => (0.999, String::new()),
+            1 => (1.0, ", 1.0".to_string()),
+            _ => {
+                let c = self.corrections_rng.random_range(1..=1000) as f64 / 1000.0;
+                (c, format!(", {c:?}::float8"))
+            }
+        };
+        let call = format!(
+            "eventtime.suggest_lateness({}{arg})",
+            quote_literal(self.cfg.pipeline)
+        );
+        self.action = format!("{call} after step {}", self.step);
+        let got = self.rows(&format!("SELECT {}", iv(&call)));
+        let expected = vec![vec![
+            account::suggest_lateness(&self.model, coverage).map(|l| l.to_string())
+        ]];
+        assert_eq!(
+            got,
+            expected,
+            "{}: suggest_lateness as microseconds: the coverage quantile of the arrival lateness \
+             of late and refused pairs, plus one",
+            self.ctx()
+        );
+    }
+
+    /// At the end of the input: a few random restatements, then one of every window and key,
+    /// after which nothing is left to fold; and the account of the whole run, with each value
+    /// column.
+    fn final_corrections(&mut self) {
+        for _ in 0..3 {
+            self.step += 1;
+            self.restate_step(None);
+            self.check();
+        }
+        let everything = (
+            self.cfg.start - 10 * self.model.spec().span(),
+            self.max_event_time + 10 * self.model.spec().span(),
+        );
+        self.step += 1;
+        let any_key = vec![None; self.cfg.keys.len()];
+        self.restate_step(Some((everything.0, Some(everything.1), any_key)));
+        self.check();
+        assert!(
+            self.model
+                .refused_pairs
+                .iter()
+                .all(|p| p.restated_in.is_some()),
+            "{}: a restatement of everything folds every refused pair",
+            self.ctx()
+        );
+        for _ in 0..3 {
+            self.check_account(Some(everything));
+        }
+    }
+
     fn check(&mut self) {
         self.check_counters();
         self.check_latest();
@@ -754,7 +1142,9 @@ impl<'a> Scenario<'a> {
     }
 
     /// The latest version of every fired window is the GROUP BY of the rows the model accepted
-    /// for it, and its version is the number of firings.
+    /// for it and the refused rows restatements folded in (SPEC §8: each of its aggregates is
+    /// PostgreSQL's own over those rows, `avg`, `min` and `max` included), and its version is
+    /// the number of firings.
     fn check_latest(&mut self) {
         let (kt, kp, at) = (self.keys_text(), self.keys_plain(), self.aliases_text());
         let nk = self.cfg.keys.len();
@@ -762,8 +1152,12 @@ impl<'a> Scenario<'a> {
             "SELECT {kt}us(window_start), us(window_end), version::text, {at} FROM {}",
             self.cfg.view("_latest")
         ));
+        let cols = self.column_list();
         let grouped = self.rows(&format!(
-            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM m_accepted GROUP BY {kp}_ws) q",
+            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM \
+               (SELECT {cols}, _ws FROM m_accepted \
+                UNION ALL SELECT {cols}, _ws FROM m_refused WHERE _restated_in IS NOT NULL) r \
+             GROUP BY {kp}_ws) q",
             self.cfg.aggregates
         ));
         let mut expected = Vec::new();
@@ -774,7 +1168,7 @@ impl<'a> Scenario<'a> {
                 .model
                 .windows
                 .get(&(keys, start))
-                .expect("accepted rows have a model window");
+                .expect("accepted and folded rows have a model window");
             if !window.firings.is_empty() {
                 let end = self.model.spec().end(start);
                 row.insert(nk + 1, Some(ts_key(end)));
@@ -794,7 +1188,7 @@ impl<'a> Scenario<'a> {
         let src = self.cfg.source();
         let actual = self.rows(&format!(
             "SELECT {kt}event_id::text, us(event_time), us(window_start), us(window_end), us(deadline), us(watermark), \
-                    jsonb_populate_record(NULL::{src}, \"row\")::text FROM {}",
+                    jsonb_populate_record(NULL::{src}, \"row\")::text, restated_in::text FROM {}",
             self.cfg.view("_refused")
         ));
         let event_id = match self.event_id_col {
@@ -802,12 +1196,13 @@ impl<'a> Scenario<'a> {
             None => "NULL".into(),
         };
         let expected = self.rows(&format!(
-            "SELECT {kt}{event_id}::text, us({}), us(_ws), us(_we), us(_deadline), us(_wm), ROW({})::text FROM m_refused",
+            "SELECT {kt}{event_id}::text, us({}), us(_ws), us(_we), us(_deadline), us(_wm), ROW({})::text, \
+                    _restated_in::text FROM m_refused",
             quote_ident(self.cfg.columns[self.event_time_col].name),
             self.column_list()
         ));
         self.assert_same_rows(
-            "_refused (keys, event_id, event_time, window_start, window_end, deadline, watermark, row)",
+            "_refused (keys, event_id, event_time, window_start, window_end, deadline, watermark, row, restated_in)",
             actual,
             expected,
         );

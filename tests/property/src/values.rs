@@ -143,6 +143,92 @@ pub fn decimal(mantissa: i64, scale: u32) -> String {
     format!("{sign}{}.{:0width$}", a / p, a % p, width = scale as usize)
 }
 
+/// An exact decimal, for the sums of the lateness account (`refused_value`): a mantissa and a
+/// scale, added exactly at the greater scale, as PostgreSQL adds numerics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dec {
+    pub mantissa: i128,
+    pub scale: u32,
+}
+
+impl Dec {
+    /// The value of a generated numeric or integer column; `None` for NULL or another type.
+    pub fn of(v: &Val) -> Option<Dec> {
+        match v {
+            Val::Int(i) => Some(Dec {
+                mantissa: *i as i128,
+                scale: 0,
+            }),
+            Val::Num(n) => Some(Dec::parse(n)),
+            _ => None,
+        }
+    }
+
+    pub fn parse(s: &str) -> Dec {
+        let (neg, digits) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let m: i128 = format!("{int}{frac}")
+            .parse()
+            .unwrap_or_else(|_| panic!("not a decimal: {s:?}"));
+        Dec {
+            mantissa: if neg { -m } else { m },
+            scale: frac.len() as u32,
+        }
+    }
+
+    fn rescale(self, scale: u32) -> i128 {
+        self.mantissa * 10i128.pow(scale - self.scale)
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.mantissa == 0
+    }
+
+    /// `self / other` as the nearest double, or near it: both mantissas are far below 2^53.
+    pub fn ratio(self, other: Dec) -> f64 {
+        let scale = self.scale.max(other.scale);
+        self.rescale(scale) as f64 / other.rescale(scale) as f64
+    }
+
+    /// The value without trailing zeros after the point: numerics compared by value, not by
+    /// the scale of their text.
+    pub fn normalized(self) -> String {
+        let mut d = self;
+        while d.scale > 0 && d.mantissa % 10 == 0 {
+            d.mantissa /= 10;
+            d.scale -= 1;
+        }
+        let p = 10i128.pow(d.scale);
+        let sign = if d.mantissa < 0 { "-" } else { "" };
+        let a = d.mantissa.abs();
+        if d.scale == 0 {
+            format!("{sign}{a}")
+        } else {
+            format!(
+                "{sign}{}.{:0width$}",
+                a / p,
+                a % p,
+                width = d.scale as usize
+            )
+        }
+    }
+}
+
+impl std::ops::Add for Dec {
+    type Output = Dec;
+
+    fn add(self, other: Dec) -> Dec {
+        let scale = self.scale.max(other.scale);
+        Dec {
+            mantissa: self.rescale(scale) + other.rescale(scale),
+            scale,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +249,17 @@ mod tests {
             "\"\\\"q\\\"\\u0001\""
         );
         assert_eq!(Val::Text("O'Brien".into()).sql(), "'O''Brien'");
+    }
+
+    #[test]
+    fn decimals() {
+        let a = Dec::parse("12.50");
+        let b = Dec::parse("-0.005");
+        assert_eq!(a + b, Dec::parse("12.495"));
+        assert_eq!((a + Dec::parse("-12.5")).normalized(), "0");
+        assert_eq!(Dec::parse("-3.10").normalized(), "-3.1");
+        assert_eq!(Dec::parse("-0.050").normalized(), "-0.05");
+        assert_eq!(Dec::of(&Val::Int(7)).unwrap().normalized(), "7");
+        assert_eq!(Dec::parse("1").ratio(Dec::parse("4.0")), 0.25);
     }
 }
