@@ -4,6 +4,8 @@
 
 #[path = "cases/concurrency.rs"]
 mod concurrency;
+#[path = "cases/corrections.rs"]
+mod corrections;
 #[path = "cases/crash.rs"]
 mod crash;
 #[path = "cases/dump_restore.rs"]
