@@ -27,17 +27,29 @@ use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security;
 
-/// The pipeline `name`, for a role that may read its views.
-fn readable(name: &str, function: &str) -> Pipeline {
+/// The pipeline `name`, for a role that may read the views `views` (suffixes) of it: what the
+/// function shows is what they show.
+fn readable(name: &str, function: &str, views: &[&str]) -> Pipeline {
     let p = catalog::load(name);
-    if !p.readable() {
+    let caller = security::caller();
+    let missing = views.iter().find(|v| {
+        !Spi::get_one_with_args::<bool>(
+            "SELECT pg_catalog.pg_has_role($1, $2, 'USAGE') \
+                 OR coalesce(pg_catalog.has_table_privilege($1, pg_catalog.to_regclass($3), 'SELECT'), false)",
+            &[caller.into(), p.owner.into(), p.def.view(v).as_str().into()],
+        )
+        .expect("privilege check")
+        .unwrap_or(false)
+    });
+    if let Some(v) = missing {
         EtError::PermissionDenied {
             message: format!("permission denied for pipeline \"{name}\""),
             hint: format!(
-                "{function} reads the pipeline's views: its owner, {}, can GRANT SELECT ON {} TO {}.",
+                "{function} reads the pipeline's view {}: its owner, {}, can GRANT SELECT ON {} TO {}.",
+                p.def.view(v),
                 security::role_name(p.owner),
-                p.def.view("_history"),
-                security::role_name(security::caller())
+                p.def.view(v),
+                security::role_name(caller)
             ),
         }
         .raise()
@@ -231,7 +243,7 @@ fn lateness(
     let name = required(pipeline, F, "pipeline");
     let from = required(window_from, F, "window_from");
     let to = required(window_to, F, "window_to");
-    let p = readable(name, F);
+    let p = readable(name, F, &["_history", "_refused"]);
     require_range(from, to, F);
     let value = value.map(|column| {
         require_source(&p);
@@ -244,6 +256,24 @@ fn lateness(
             }
             .raise()
         };
+        let may_read = Spi::get_one_with_args::<bool>(
+            "SELECT pg_catalog.has_column_privilege($1, $2, $3, 'SELECT')",
+            &[security::caller().into(), p.source_oid.into(), column.into()],
+        )
+        .unwrap_or(Some(true))
+        .unwrap_or(true);
+        if !may_read {
+            EtError::PermissionDenied {
+                message: format!("permission denied for column \"{column}\" of {}", p.def.source),
+                hint: format!(
+                    "value weighs the refused rows by a column of the source table, which the caller needs SELECT on: GRANT SELECT ({}) ON {} TO {}.",
+                    quote_ident(column),
+                    p.def.source,
+                    security::role_name(security::caller())
+                ),
+            }
+            .raise()
+        }
         const NUMERIC: &[&str] = &["smallint", "integer", "bigint", "numeric", "real", "double precision"];
         if !NUMERIC.contains(&c.base.as_str()) {
             EtError::WrongColumnType {
@@ -315,7 +345,7 @@ fn suggest_lateness(
         )
         .raise()
     }
-    let p = readable(name, F);
+    let p = readable(name, F, &["_history", "_refused"]);
     let sql = p.def.suggest_lateness_statement();
     p.as_owner(|| {
         Spi::get_one_with_args::<Interval>(&sql, &[coverage.into(), since.into()])
@@ -407,7 +437,18 @@ fn changes(
 > {
     const F: &str = "eventtime.changes";
     let name = required(pipeline, F, "pipeline");
-    let p = readable(name, F);
+    // A transaction that wrote is not in the snapshots it takes: its own versions would look
+    // committed to the cursor, and be lost if it rolled back. (Checked first: reading the
+    // catalog below locks its row, which gives the transaction an id.)
+    // SAFETY: reads the current transaction's id, a backend global.
+    if unsafe { pg_sys::GetTopTransactionIdIfAny() } != pg_sys::InvalidTransactionId {
+        EtError::WroteInTransaction {
+            function: F,
+            pipeline: name.to_string(),
+        }
+        .raise()
+    }
+    let p = readable(name, F, &["_history"]);
     let c = match cursor {
         Some(text) => Cursor::parse(text, &p),
         None => Cursor {

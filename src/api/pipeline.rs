@@ -134,16 +134,42 @@ fn length(arg: &str, v: Interval) -> Length {
 /// 1970-01-01 00:00 UTC, the default origin of fixed windows.
 const UNIX_EPOCH: i64 = -946_684_800_000_000;
 
-/// Names of UTC itself: local days there are fixed 24-hour days.
+/// Names of UTC itself in the time zone database: local days there are fixed 24-hour days.
 const UTC_NAMES: &[&str] = &[
     "UTC",
     "Etc/UTC",
+    "UCT",
+    "Etc/UCT",
+    "Universal",
+    "Etc/Universal",
+    "Zulu",
+    "Etc/Zulu",
     "GMT",
     "Etc/GMT",
-    "UCT",
-    "Zulu",
-    "Universal",
+    "GMT0",
+    "Etc/GMT0",
+    "GMT+0",
+    "Etc/GMT+0",
+    "GMT-0",
+    "Etc/GMT-0",
+    "Greenwich",
+    "Etc/Greenwich",
 ];
+
+fn require_windows_per_row(count: i64, size: Interval, slide: Interval) {
+    if count > window::MAX_WINDOWS_PER_ROW {
+        invalid(
+            format!(
+                "window_size \"{size}\" sliding by \"{slide}\" puts each row in {count} windows"
+            ),
+            Some(&format!(
+                "A row may belong to at most {} windows: give a longer window_slide.",
+                window::MAX_WINDOWS_PER_ROW
+            )),
+        )
+        .raise()
+    }
+}
 
 /// The window of `create_pipeline`'s arguments, the origin in force, and the time zone of a
 /// calendar size.
@@ -194,25 +220,29 @@ fn window_spec(
                     size: size_us,
                     origin,
                 },
-                Some((_, Length::Fixed(slide_us))) if slide_us < size_us => WindowSpec::Hopping {
-                    size: size_us,
-                    slide: slide_us,
-                    origin,
-                },
+                Some((s, Length::Fixed(slide_us))) if slide_us < size_us => {
+                    require_windows_per_row(window::windows_per_row(size_us, slide_us), size, s);
+                    WindowSpec::Hopping {
+                        size: size_us,
+                        slide: slide_us,
+                        origin,
+                    }
+                }
                 Some((s, Length::Fixed(_))) => too_long(s),
                 Some((s, Length::Calendar(_))) => other_kind(s),
             };
             (spec, origin, None)
         }
         Length::Calendar(size_p) => {
-            let zone_name = time_zone.unwrap_or("UTC");
-            if !zone::known(zone_name) {
+            let given = time_zone.unwrap_or("UTC");
+            let Some(zone_name) = zone::canonical(given) else {
                 invalid(
-                    format!("time zone \"{zone_name}\" is not known"),
-                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin', or an abbreviation from pg_timezone_abbrevs."),
+                    format!("time zone \"{given}\" is not in the time zone database"),
+                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin'. Abbreviations such as 'CET' are not zones: their meaning depends on the session, and they have no summer time."),
                 )
                 .raise()
-            }
+            };
+            let zone_name = zone_name.as_str();
             let slide_p = match slide_len {
                 None => size_p,
                 Some((s, Length::Calendar(p))) => {
@@ -222,6 +252,11 @@ fn window_spec(
                     if p.count() >= size_p.count() {
                         too_long(s)
                     }
+                    require_windows_per_row(
+                        window::windows_per_row(size_p.count(), p.count()),
+                        size,
+                        s,
+                    );
                     p
                 }
                 Some((s, Length::Fixed(_))) => other_kind(s),

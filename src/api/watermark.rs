@@ -468,13 +468,13 @@ mod _eventtime {
         late_versions: i64,
     ) {
         let p = catalog::load_by_id(pipeline_id);
+        // The trigger function runs as the pipeline's owner; nobody else may advance it.
+        p.require_owner("advance its watermark");
         let Some(max) = max_event_time else {
             let w = catalog::watermark(p.id);
             announce::announce(&p.def.name, 0, late_versions, 0, w);
             return;
         };
-        // The trigger function runs as the pipeline's owner; nobody else may advance it.
-        p.require_owner("advance its watermark");
         let Some(lag) = p.def.watermark_lag else {
             return;
         };

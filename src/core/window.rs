@@ -129,12 +129,24 @@ pub enum WindowSpec {
     },
 }
 
+/// The most windows one row may belong to (`size / slide`, rounded up): a hopping pipeline with
+/// more is refused at creation, and the assignment functions refuse to compute more.
+pub const MAX_WINDOWS_PER_ROW: i64 = 1000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AssignError {
     /// The event time is infinite: it belongs to no window.
     Infinite,
     /// A window holding the event time would lie outside PostgreSQL's timestamp range.
     OutOfRange,
+    /// Size and slide are not a window spec (not positive, slide longer than size, more than
+    /// [`MAX_WINDOWS_PER_ROW`] windows per row).
+    BadSpec,
+}
+
+/// How many windows of `size` sliding by `slide` can hold one instant, at most.
+pub fn windows_per_row(size: i64, slide: i64) -> i64 {
+    size / slide + i64::from(size % slide != 0)
 }
 
 /// Calendar windows are not computed for event times this close to the ends of the timestamp
@@ -197,7 +209,13 @@ impl WindowSpec {
         origin: Micros,
         event: Micros,
     ) -> Result<Vec<Window>, AssignError> {
-        debug_assert!(size > 0 && slide > 0 && slide <= size);
+        if size <= 0
+            || slide <= 0
+            || slide > size
+            || windows_per_row(size, slide) > MAX_WINDOWS_PER_ROW
+        {
+            return Err(AssignError::BadSpec);
+        }
         if !time::is_finite(event) {
             return Err(AssignError::Infinite);
         }
@@ -229,17 +247,33 @@ impl WindowSpec {
         zone: &dyn Zone,
         event: Micros,
     ) -> Result<Vec<Window>, AssignError> {
+        let same_unit = matches!(
+            (size, slide),
+            (Period::Days(_), Period::Days(_)) | (Period::Months(_), Period::Months(_))
+        );
+        let (n, s) = (size.count(), slide.count());
+        // Sizes of up to 10,000 years, as create_pipeline allows.
+        if !same_unit
+            || s <= 0
+            || s > n
+            || n > 3_660_000
+            || windows_per_row(n, s) > MAX_WINDOWS_PER_ROW
+        {
+            return Err(AssignError::BadSpec);
+        }
         if !time::is_finite(event) {
             return Err(AssignError::Infinite);
         }
-        let span = size.count() * 31 * MICROS_PER_DAY;
+        let span = match size {
+            Period::Days(d) => (d as i64 + 2) * MICROS_PER_DAY,
+            Period::Months(m) => (m as i64 + 1) * 31 * MICROS_PER_DAY,
+        };
         if event < time::MIN_FINITE + CALENDAR_MARGIN + span
             || event > time::MAX_FINITE - CALENDAR_MARGIN - span
         {
             return Err(AssignError::OutOfRange);
         }
         let l = zone.local(event);
-        let (n, s) = (size.count(), slide.count());
         // Window k starts `k·s` units after the origin and ends `k·s + n` after it. The units
         // counted on the wall clock place the windows holding `event` within one of the range
         // below; the exact test is on the instants.
@@ -253,7 +287,10 @@ impl WindowSpec {
                 return Err(AssignError::OutOfRange);
             };
             let (start, end) = (zone.instant(start), zone.instant(end));
-            if start <= event && event < end {
+            // A zone that skips a whole local day (Pacific/Apia, 30 December 2011) gives two
+            // local starts one instant: a window is identified by its start, so the first is kept.
+            if start <= event && event < end && out.last().is_none_or(|w: &Window| w.start != start)
+            {
                 out.push(Window { start, end });
             }
         }
@@ -788,6 +825,33 @@ mod tests {
         assert_eq!(days_in_month(2028, 2), 29);
         assert_eq!(days_in_month(2100, 2), 28);
         assert_eq!(days_in_month(2026, 12), 31);
+    }
+
+    #[test]
+    fn no_spec_puts_a_row_in_more_than_a_thousand_windows() {
+        assert_eq!(windows_per_row(3 * HOUR, HOUR), 3);
+        assert_eq!(windows_per_row(5 * HOUR, 2 * HOUR), 3);
+        assert_eq!(windows_per_row(i64::MAX, 1), i64::MAX);
+        assert_eq!(
+            WindowSpec::fixed_windows(MICROS_PER_DAY, 1, 0, 0),
+            Err(AssignError::BadSpec)
+        );
+        assert_eq!(
+            WindowSpec::fixed_windows(HOUR, 2 * HOUR, 0, 0),
+            Err(AssignError::BadSpec)
+        );
+        assert_eq!(
+            WindowSpec::calendar_windows(Period::Days(2_000_000_000), Period::Days(1), 0, &Utc, 0),
+            Err(AssignError::BadSpec)
+        );
+        assert_eq!(
+            WindowSpec::calendar_windows(Period::Months(3), Period::Days(1), 0, &Utc, 0),
+            Err(AssignError::BadSpec)
+        );
+        assert_eq!(
+            WindowSpec::fixed_windows(1000, 1, 0, 5).map(|w| w.len()),
+            Ok(1000)
+        );
     }
 
     #[test]

@@ -75,6 +75,11 @@ pub enum EtError {
         function: &'static str,
         pipeline: String,
     },
+    /// 25000: a read of committed versions in a transaction that has written.
+    WroteInTransaction {
+        function: &'static str,
+        pipeline: String,
+    },
     /// 55000: the source table of the pipeline no longer exists.
     SourceGone { pipeline: String },
     /// 55000: history and refused rows are written by the pipeline only.
@@ -131,7 +136,7 @@ impl EtError {
             WrongObjectType { .. } => ERRCODE_WRONG_OBJECT_TYPE,
             NullEventTime { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             EventTimeOutOfRange { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
-            WrongIsolation { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
+            WrongIsolation { .. } | WroteInTransaction { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
@@ -163,6 +168,9 @@ impl EtError {
             UnknownKeyColumn {
                 pipeline, column, ..
             } => format!("\"{column}\" is not a key column of pipeline \"{pipeline}\""),
+            WroteInTransaction { function, pipeline } => format!(
+                "{function} of pipeline \"{pipeline}\" must run in a transaction that has written nothing"
+            ),
             WrongColumnType {
                 table,
                 column,
@@ -291,6 +299,10 @@ impl EtError {
             DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
             InvalidParameter { hint, .. } => hint.clone(),
             UndefinedColumn { hint, .. } => hint.clone(),
+            WroteInTransaction { .. } => Some(
+                "The feed returns committed versions only: read it in a transaction of its own, or before the transaction writes."
+                    .into(),
+            ),
             UnknownKeyColumn { pipeline, keys, .. } => Some(if keys.is_empty() {
                 format!("Pipeline \"{pipeline}\" has no key columns: pass NULL for the key.")
             } else {

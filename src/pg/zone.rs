@@ -1,47 +1,82 @@
-//! Time zones as PostgreSQL knows them: the [`Zone`] of calendar windows, computed by
-//! PostgreSQL's own `AT TIME ZONE` (`timestamptz_zone` and `timestamp_zone`), so that a pipeline's
-//! windows follow the server's time zone database and never the session's `TimeZone`.
+//! Time zones as PostgreSQL knows them: the [`Zone`] of calendar windows, computed with the
+//! zone's rules from the server's time zone database, as `AT TIME ZONE` computes them, so that a
+//! pipeline's windows never depend on the session's `TimeZone` or `timezone_abbreviations`.
+
+use std::ffi::CString;
 
 use pgrx::prelude::*;
-use pgrx::{direct_function_call, IntoDatum};
 
 use crate::core::time::Micros;
 use crate::core::window::{AssignError, Window, WindowSpec, Zone};
 
-/// A zone by name, as `AT TIME ZONE` takes it.
+/// A zone of PostgreSQL's time zone database (`pg_tzset`), never a session abbreviation: the
+/// conversions are the ones `AT TIME ZONE` makes once it has found the zone.
 pub struct PgZone {
-    name: pg_sys::Datum,
+    tz: *mut pg_sys::pg_tz,
 }
 
 impl PgZone {
+    /// The zone `name`; an error for a name the database does not have (a pipeline's zone was
+    /// checked at creation, so only a changed time zone database gets there).
     pub fn new(name: &str) -> PgZone {
-        PgZone {
-            name: name.into_datum().expect("zone name"),
+        let c = CString::new(name).unwrap_or_default();
+        // SAFETY: pg_tzset reads a NUL-terminated name and returns a zone cached for the
+        // backend's lifetime, or NULL.
+        let tz = unsafe { pg_sys::pg_tzset(c.as_ptr()) };
+        if tz.is_null() {
+            error!("time zone \"{name}\" is not in the time zone database");
         }
+        PgZone { tz }
     }
+}
+
+fn out_of_range() -> ! {
+    error!("timestamp out of range in a calendar window's bounds")
 }
 
 impl Zone for PgZone {
     fn local(&self, t: Micros) -> Micros {
-        // SAFETY: both functions are PostgreSQL's own, called with a text datum and a timestamp.
+        let (mut tm, mut fsec, mut offset, mut out) = (pg_sys::pg_tm::default(), 0, 0, 0);
+        // SAFETY: plain out-parameters on the stack; the zone is valid (see `new`).
         unsafe {
-            direct_function_call::<i64>(
-                pg_sys::timestamptz_zone,
-                &[Some(self.name), Some(pg_sys::Datum::from(t))],
-            )
+            if pg_sys::timestamp2tm(
+                t,
+                &mut offset,
+                &mut tm,
+                &mut fsec,
+                std::ptr::null_mut(),
+                self.tz,
+            ) != 0
+                || pg_sys::tm2timestamp(&mut tm, fsec, std::ptr::null_mut(), &mut out) != 0
+            {
+                out_of_range()
+            }
         }
-        .expect("AT TIME ZONE returns a timestamp")
+        out
     }
 
     fn instant(&self, l: Micros) -> Micros {
-        // SAFETY: as above.
+        let (mut tm, mut fsec, mut out) = (pg_sys::pg_tm::default(), 0, 0);
+        // SAFETY: as above. DetermineTimeZoneOffset resolves local times the clocks skip or
+        // repeat as `timestamp AT TIME ZONE` does.
         unsafe {
-            direct_function_call::<i64>(
-                pg_sys::timestamp_zone,
-                &[Some(self.name), Some(pg_sys::Datum::from(l))],
-            )
+            if pg_sys::timestamp2tm(
+                l,
+                std::ptr::null_mut(),
+                &mut tm,
+                &mut fsec,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            ) != 0
+            {
+                out_of_range()
+            }
+            let mut offset = pg_sys::DetermineTimeZoneOffset(&mut tm, self.tz);
+            if pg_sys::tm2timestamp(&mut tm, fsec, &mut offset, &mut out) != 0 {
+                out_of_range()
+            }
         }
-        .expect("AT TIME ZONE returns a timestamptz")
+        out
     }
 }
 
@@ -53,13 +88,14 @@ pub fn windows(spec: &WindowSpec, event: Micros) -> Result<Vec<Window>, AssignEr
     }
 }
 
-/// Whether PostgreSQL knows the time zone `name` (a full name or an abbreviation).
-pub fn known(name: &str) -> bool {
-    Spi::get_one_with_args::<bool>(
-        "SELECT EXISTS (SELECT FROM pg_catalog.pg_timezone_names WHERE name = $1) \
-             OR EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs WHERE abbrev = $1)",
+/// The name of the time zone `name` in PostgreSQL's time zone database, spelled as the database
+/// spells it (`europe/berlin` is `Europe/Berlin`); `None` for a name it does not have.
+/// Abbreviations (`CET`, `EST`) are not zones: their meaning depends on the session's
+/// `timezone_abbreviations`, and they have no rules for summer time.
+pub fn canonical(name: &str) -> Option<String> {
+    Spi::get_one_with_args::<String>(
+        "SELECT (SELECT name FROM pg_catalog.pg_timezone_names WHERE lower(name) = lower($1) ORDER BY name = $1 DESC, name LIMIT 1)",
         &[name.into()],
     )
     .expect("pg_timezone_names read")
-    .unwrap_or(false)
 }

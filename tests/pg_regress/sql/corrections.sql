@@ -110,6 +110,12 @@ SELECT pg_temp.try($$ SELECT * FROM eventtime.changes('corr_daily', 'yesterday')
 -- A cursor of another pipeline (its snapshots masked: they depend on the run).
 SELECT regexp_replace(pg_temp.try(format('SELECT * FROM eventtime.changes(%L, %L)', 'corr_hop', :'corr_cursor')),
                       '"v1;[^"]*"', '"<cursor of corr_daily>"') AS try;
+-- The feed returns committed versions only: not in a transaction that has written.
+BEGIN;
+CREATE TEMP TABLE corr_scratch (x int);
+INSERT INTO corr_scratch VALUES (1);
+SELECT pg_temp.try($$ SELECT * FROM eventtime.changes('corr_daily') $$);
+ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.try($$ SELECT * FROM eventtime.restate('corr_daily', '2026-10-29') $$);
 ROLLBACK;
@@ -120,6 +126,18 @@ SET ROLE regress_corr_stranger;
 SELECT pg_temp.try($$ SELECT * FROM eventtime.restate('corr_daily', '2026-10-29') $$);
 SELECT pg_temp.try($$ SELECT * FROM eventtime.lateness('corr_daily', '2026-10-01', '2026-11-01') $$);
 SELECT pg_temp.try($$ SELECT * FROM eventtime.changes('corr_daily') $$);
+-- Reading one view is not reading them all: the feed needs the history, the account the history
+-- and the refused rows, and value a column of the source it may read.
+RESET ROLE;
+GRANT SELECT ON corr_daily_sealed TO regress_corr_stranger;
+SET ROLE regress_corr_stranger;
+SELECT pg_temp.try($$ SELECT * FROM eventtime.changes('corr_daily') $$);
+RESET ROLE;
+GRANT SELECT ON corr_daily_history, corr_daily_refused TO regress_corr_stranger;
+SET ROLE regress_corr_stranger;
+SELECT count(*) AS versions FROM eventtime.changes('corr_daily');
+SELECT count(*) AS windows FROM eventtime.lateness('corr_daily', '2026-10-01', '2026-11-01');
+SELECT pg_temp.try($$ SELECT * FROM eventtime.lateness('corr_daily', '2026-10-01', '2026-11-01', 'amount') $$);
 RESET ROLE;
 DROP OWNED BY regress_corr_stranger;
 DROP ROLE regress_corr_stranger;

@@ -150,5 +150,17 @@ SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', '
 SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '1 day', time_zone => 'Mars/Olympus_Mons') $$);
 SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '1 hour', time_zone => 'Europe/Berlin') $$);
 SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '1 mon 1 day') $$);
+-- Abbreviations are not zones (their meaning depends on the session's timezone_abbreviations).
+SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '1 day', time_zone => 'PDT') $$);
+-- At most 1,000 windows per row.
+SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '24 hours', window_slide => '1 minute') $$);
+SELECT pg_temp.try($$ SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '3000 days', window_slide => '1 day') $$);
+-- The assignment functions refuse such specs too: no windows, whoever calls them.
+SELECT count(*) AS windows FROM _eventtime.hop('2026-10-29', 86400000000, 1, 0);
+SELECT count(*) AS windows FROM _eventtime.calendar('2026-10-29', 2000000000, 1, false, 0, 'UTC');
 SELECT eventtime.create_pipeline('w_err', 'err_windows', 'at', '1 hour', window_slide => '1 hour');
+-- Zone names are matched as the time zone database spells them, whatever the case given.
+SELECT eventtime.create_pipeline('w_case', 'err_windows', 'at', '1 day', time_zone => 'europe/BERLIN');
+SELECT time_zone FROM eventtime.pipelines WHERE name = 'w_case';
+SELECT window_start, window_end FROM eventtime.explain('w_case', '2026-03-29 12:00+00');
 SELECT count(*) AS pipelines_named_w_err FROM eventtime.pipelines WHERE name = 'w_err';
