@@ -148,8 +148,8 @@ fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
                 .expect("fire")
                 .first();
             let fired = fire.get::<i64>(1).expect("fired").unwrap_or(0);
-            let dropped = fire.get::<i64>(2).expect("dropped").unwrap_or(0);
-            let purged = dropped
+            let purged_at_once = fire.get::<i64>(2).expect("purged").unwrap_or(0);
+            let purged = purged_at_once
                 + client
                     .update(p.def.purge_statement().as_str(), None, &[new.into()])
                     .expect("purge")

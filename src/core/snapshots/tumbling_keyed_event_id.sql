@@ -275,13 +275,13 @@ REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
 -- fire
-WITH due AS MATERIALIZED (
-DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)
-RETURNING s.*
-),
-f AS MATERIALIZED (
+WITH f AS MATERIALIZED (
 SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n"
-FROM due GROUP BY "store", window_start, window_end
+FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)
+GROUP BY "store", window_start, window_end
+),
+compacted AS (
+DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2) AND s.window_end > $1 - interval '24:00:00.000000'
 ),
 kept AS (
 INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
@@ -295,8 +295,8 @@ RETURNING 1
 SELECT (SELECT count(*) FROM fired), (SELECT count(*) FROM f WHERE f.window_end <= $1 - interval '24:00:00.000000');
 
 -- purge
-WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING 1)
-SELECT count(*) FROM gone;
+WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING s.version)
+SELECT count(*) FILTER (WHERE version > 0) FROM gone;
 
 -- drop
 DROP VIEW IF EXISTS "public"."Orders ""daily""_history";

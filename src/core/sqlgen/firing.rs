@@ -6,11 +6,13 @@ use super::*;
 impl PipelineDef {
     /// Purges the state of every window whose deadline is at or before `$1`. Runs after
     /// [`Self::fire_statement`], so every purged window has fired. Returns the number of windows
-    /// purged.
+    /// purged that fired before this advance (each has one row, `version` 1 or more; the
+    /// windows this advance fires and purges at once, whose rows are still one per ingest
+    /// statement, are counted by [`Self::fire_statement`]).
     pub fn purge_statement(&self) -> String {
         format!(
-            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING 1)\n\
-             SELECT count(*) FROM gone",
+            "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING s.version)\n\
+             SELECT count(*) FILTER (WHERE version > 0) FROM gone",
             state = self.table("state"),
             late = self.late(),
         )
@@ -20,9 +22,10 @@ impl PipelineDef {
     /// watermark `$2` (NULL before the first advance) and at or before the new one `$1`: exactly the
     /// windows this advance fires, so the state needs no mark. Their rows (one per ingest
     /// statement, all of version 0, since only fired windows have a versioned row) are combined
-    /// into one; a window still within its grace keeps that row, version 1, for its late
-    /// statements. Returns the number of windows fired, and of those whose state it dropped
-    /// because the new watermark is also at or past their deadline (purged with the others).
+    /// per window; a window still within its grace has its rows replaced by the combined one,
+    /// version 1, for its late statements. The rows of a window whose deadline the new watermark
+    /// also reaches are left to [`Self::purge_statement`]. Returns the number of windows fired,
+    /// and of those the new watermark also purges.
     pub fn fire_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let kf = prefix(&self.key_names(Some("f")));
@@ -41,13 +44,13 @@ impl PipelineDef {
             .collect::<Vec<_>>()
             .join(", ");
         format!(
-            "WITH due AS MATERIALIZED (\n\
-               DELETE FROM {state} s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)\n\
-               RETURNING s.*\n\
-             ),\n\
-             f AS MATERIALIZED (\n\
+            "WITH f AS MATERIALIZED (\n\
                SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined}\n\
-               FROM due GROUP BY {k}window_start, window_end\n\
+               FROM {state} s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)\n\
+               GROUP BY {k}window_start, window_end\n\
+             ),\n\
+             compacted AS (\n\
+               DELETE FROM {state} s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2) AND s.window_end > $1 - {late}\n\
              ),\n\
              kept AS (\n\
                INSERT INTO {state} ({k}window_start, window_end, version, {accs})\n\
