@@ -460,11 +460,26 @@ fn changes(
     let sql = p.def.changes_statement();
     let rows: Vec<ChangeRow> = p.as_owner(|| {
         Spi::connect(|client| {
+            // The snapshot the cursor moves to, taken before the statement that reads the
+            // versions: that statement's snapshot is the same or later, so it sees every version
+            // this one does (what it sees beyond comes with the next call).
+            let now: String = client
+                .select("SELECT pg_catalog.pg_current_snapshot()::text", None, &[])
+                .expect("snapshot")
+                .first()
+                .get(1)
+                .expect("snapshot")
+                .expect("snapshot");
             client
                 .select(
                     &sql,
                     None,
-                    &[c.a.clone().into(), c.b.clone().into(), c.seq.into()],
+                    &[
+                        c.a.clone().into(),
+                        c.b.clone().into(),
+                        c.seq.into(),
+                        now.into(),
+                    ],
                 )
                 .expect("changes")
                 .map(|r| {

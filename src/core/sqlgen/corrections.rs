@@ -254,8 +254,9 @@ impl PipelineDef {
     /// The versions committed since a cursor (see `api::corrections`): with `$1` and `$2` the
     /// snapshots of the cursor (NULL: none) and `$3` the last sequence number delivered of the
     /// versions visible in `$2` and not in `$1`, first the rest of those, then the versions
-    /// visible now and not in `$2`, each in the order they were written. Each row carries the
-    /// snapshots and sequence number of its cursor.
+    /// visible in `$4` and not in `$2`, each in the order they were written. `$4` is a snapshot
+    /// taken before this statement's, so every version visible in it is visible to the
+    /// statement. Each row carries the snapshots and sequence number of its cursor.
     pub fn changes_statement(&self) -> String {
         let seq = format!("{INTERNAL_PREFIX}seq");
         let xid = format!("{INTERNAL_PREFIX}xid");
@@ -272,7 +273,7 @@ impl PipelineDef {
             .collect();
         format!(
             "WITH /* pg_eventtime changes */ s AS MATERIALIZED (\n\
-               SELECT $1::pg_snapshot AS a, $2::pg_snapshot AS b, pg_catalog.pg_current_snapshot() AS now\n\
+               SELECT $1::pg_snapshot AS a, $2::pg_snapshot AS b, $4::pg_snapshot AS now\n\
              ),\n\
              c AS (\n\
                SELECT h.*, s.a, s.b, s.now,\n\
