@@ -127,7 +127,15 @@ fn length(arg: &str, v: Interval) -> Length {
             Some(MIXED_HINT),
         )
         .raise(),
-        _ => invalid(format!("{arg} \"{v}\" must be positive"), None).raise(),
+        _ => invalid(
+            format!("{arg} \"{v}\" must be positive"),
+            Some(if arg == "window_slide" {
+                "Hopping windows slide by a positive step shorter than their size, such as '10 minutes' for '1 hour' windows; for tumbling windows, leave window_slide out."
+            } else {
+                "Give a positive duration, such as '1 hour', or a calendar period, such as '1 day' or '1 month'."
+            }),
+        )
+        .raise(),
     }
 }
 
