@@ -60,16 +60,6 @@ impl Period {
             Period::Months(_) => month_index(l) - month_index(from),
         }
     }
-
-    pub fn describe(self) -> String {
-        let (n, unit) = match self {
-            Period::Days(n) if n % 7 == 0 => (n / 7, "week"),
-            Period::Days(n) => (n, "day"),
-            Period::Months(n) if n % 12 == 0 => (n / 12, "year"),
-            Period::Months(n) => (n, "month"),
-        };
-        format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
-    }
 }
 
 /// How wall-clock time relates to absolute time in one time zone. In PostgreSQL it is the zone's
@@ -859,8 +849,5 @@ mod tests {
         assert_eq!(daily().kind_name(), "tumbling");
         let cal = calendar(Period::Days(7), Period::Days(1), 0, "UTC");
         assert_eq!((cal.kind_name(), cal.multi()), ("hopping", true));
-        assert_eq!(Period::Days(14).describe(), "2 weeks");
-        assert_eq!(Period::Months(3).describe(), "3 months");
-        assert_eq!(Period::Months(12).describe(), "1 year");
     }
 }

@@ -21,17 +21,6 @@ impl PipelineDef {
         format!("pg_catalog.jsonb_build_object({})", items.join(", "))
     }
 
-    /// `AND` conditions that the rows aliased `a` and `b` have the same key (NULL equal to NULL).
-    fn same_key(&self, a: &str, b: &str) -> String {
-        self.keys
-            .iter()
-            .map(|k| {
-                let c = quote_ident(&k.name);
-                format!(" AND {a}.{c} IS NOT DISTINCT FROM {b}.{c}")
-            })
-            .collect()
-    }
-
     /// The source row of a refused row aliased `r`, typed again from its `jsonb`, as `x`.
     fn typed_row(&self, r: &str) -> String {
         format!(

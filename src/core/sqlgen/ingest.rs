@@ -219,16 +219,7 @@ impl PipelineDef {
                 ids = self.table("ids"),
             );
         } else if self.event_id.is_some() {
-            let key_match: String = self
-                .keys
-                .iter()
-                .map(|c| {
-                    format!(
-                        " AND f.{0} IS NOT DISTINCT FROM c.{0}",
-                        quote_ident(&c.name)
-                    )
-                })
-                .collect();
+            let key_match = self.same_key("f", "c");
             // The ledger holds every (window, key, id) the pipeline has seen, refused rows included,
             // for the pipeline's lifetime. When every row with an id was new (the common case),
             // every row is kept; otherwise the first row of each new id is.

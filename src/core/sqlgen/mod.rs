@@ -149,6 +149,17 @@ impl PipelineDef {
             .collect()
     }
 
+    /// `AND` conditions that the rows aliased `a` and `b` have the same key (NULL equal to NULL).
+    fn same_key(&self, a: &str, b: &str) -> String {
+        self.keys
+            .iter()
+            .map(|k| {
+                let c = quote_ident(&k.name);
+                format!(" AND {a}.{c} IS NOT DISTINCT FROM {b}.{c}")
+            })
+            .collect()
+    }
+
     fn key_defs(&self) -> Vec<String> {
         self.keys
             .iter()
