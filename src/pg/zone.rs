@@ -2,12 +2,19 @@
 //! zone's rules from the server's time zone database, as `AT TIME ZONE` computes them, so that a
 //! pipeline's windows never depend on the session's `TimeZone` or `timezone_abbreviations`.
 
+use std::cell::RefCell;
 use std::ffi::CString;
 
 use pgrx::prelude::*;
 
 use crate::core::time::Micros;
 use crate::core::window::{AssignError, Window, WindowSpec, Zone};
+
+thread_local! {
+    /// The zone last looked up, by name. `pg_tzset` keeps every zone it loads for the backend's
+    /// lifetime, so the pointer stays valid.
+    static LAST: RefCell<Option<(String, *mut pg_sys::pg_tz)>> = const { RefCell::new(None) };
+}
 
 /// A zone of PostgreSQL's time zone database (`pg_tzset`), never a session abbreviation: the
 /// conversions are the ones `AT TIME ZONE` makes once it has found the zone.
@@ -18,7 +25,17 @@ pub struct PgZone {
 impl PgZone {
     /// The zone `name`; an error for a name the database does not have (a pipeline's zone was
     /// checked at creation, so only a changed time zone database gets there).
+    /// `_eventtime.calendar` calls this once per row of an ingest statement: the zone of the
+    /// last name asked for is kept, so a statement looks its zone up once.
     pub fn new(name: &str) -> PgZone {
+        if let Some(tz) = LAST.with(|l| {
+            l.borrow()
+                .as_ref()
+                .filter(|(n, _)| n == name)
+                .map(|(_, tz)| *tz)
+        }) {
+            return PgZone { tz };
+        }
         let c = CString::new(name).unwrap_or_default();
         // SAFETY: pg_tzset reads a NUL-terminated name and returns a zone cached for the
         // backend's lifetime, or NULL.
@@ -26,6 +43,7 @@ impl PgZone {
         if tz.is_null() {
             error!("time zone \"{name}\" is not in the time zone database");
         }
+        LAST.with(|l| *l.borrow_mut() = Some((name.to_string(), tz)));
         PgZone { tz }
     }
 }
