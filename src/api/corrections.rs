@@ -14,7 +14,7 @@
 //! previous call's. Within one call, the versions of transactions that committed between two
 //! calls come in the order they were written.
 
-use pgrx::datum::{AnyNumeric, Interval, TimestampWithTimeZone};
+use pgrx::datum::{AnyNumeric, Interval, Range, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
@@ -145,6 +145,13 @@ fn restate(
     let from = required(window_from, F, "window_from");
     let p = catalog::load(name);
     p.require_owner("restate it");
+    if p.def.window.is_session() {
+        EtError::NotSupported {
+            message: format!("pipeline \"{name}\" has session windows, which cannot be restated"),
+            hint: "A refused row of a session pipeline missed its own window [event_time, event_time + session_gap), not one session: no session is the one to fold it into. eventtime.lateness() shows how many rows were refused; a longer allowed_lateness keeps them.".into(),
+        }
+        .raise()
+    }
     require_read_committed(name, F);
     if let Some(to) = window_to {
         require_range(from, to, F);
@@ -191,7 +198,14 @@ fn restate(
                 .collect()
         })
     });
-    announce::announce(name, 0, 0, rows.len() as i64, watermark);
+    announce::announce(
+        name,
+        announce::Versions {
+            restatement: rows.len() as i64,
+            ..Default::default()
+        },
+        watermark,
+    );
     TableIterator::new(rows)
 }
 
@@ -411,6 +425,7 @@ type ChangeRow = (
     bool,
     TimestampWithTimeZone,
     TimestampWithTimeZone,
+    Option<Range<TimestampWithTimeZone>>,
     String,
 );
 
@@ -432,6 +447,7 @@ fn changes(
         name!(sealed, bool),
         name!(watermark, TimestampWithTimeZone),
         name!(fired_at, TimestampWithTimeZone),
+        name!(merged_into, Option<Range<TimestampWithTimeZone>>),
         name!(cursor, String),
     ),
 > {
@@ -496,6 +512,7 @@ fn changes(
                         r.get(7).expect("sealed").expect("sealed"),
                         r.get(8).expect("watermark").expect("watermark"),
                         r.get(9).expect("fired_at").expect("fired_at"),
+                        r.get(13).expect("merged_into"),
                         Cursor::text(p.id, a.as_deref(), b.as_deref(), seq),
                     )
                 })

@@ -13,8 +13,11 @@ use pgrx::prelude::*;
 use super::watermark::{sources, tstz};
 use crate::core::clock;
 use crate::core::ident::quote_ident;
-use crate::core::landing::{self, WindowState};
+use crate::core::landing::{self, Landing, WindowState};
+use crate::core::model::PipelineDef;
+use crate::core::sqlgen::duration_literal;
 use crate::core::time;
+use crate::core::window::Window;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
@@ -196,6 +199,11 @@ mod _eventtime {
                             }
                         ),
                     };
+                    let (state_rows, latest, explanation) = if def.window.is_session() {
+                        session_story(client, def, &args, win, w, now_landing, &at)
+                    } else {
+                        (state_rows, latest, explanation)
+                    };
                     (
                         tstz(win.start),
                         tstz(win.end),
@@ -212,5 +220,157 @@ mod _eventtime {
                 .collect()
         }));
         TableIterator::new(rows)
+    }
+}
+
+/// What a row of a session pipeline at `win.start` would do to the sessions of its key: form a
+/// session, join one, or merge several; and which purged sessions it overlaps without merging.
+/// `args` are the window start and the key values of the explain statements; `at` says where
+/// the watermark is. Returns the rows and version of the session it would join, and the text.
+fn session_story(
+    client: &pgrx::spi::SpiClient<'_>,
+    def: &PipelineDef,
+    args: &[pgrx::datum::DatumWithOid],
+    win: &Window,
+    w: Option<time::Micros>,
+    landing: Landing,
+    at: &str,
+) -> (Option<i64>, Option<i32>, String) {
+    let key_match: String = def
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            format!(
+                " AND t.{} IS NOT DISTINCT FROM (${}::text)::{}",
+                quote_ident(&k.name),
+                i + 2,
+                k.type_name
+            )
+        })
+        .collect();
+    let overlapping = format!(
+        "t.window_start < $1 + {gap} AND t.window_end > $1{key_match}",
+        gap = duration_literal(win.end - win.start)
+    );
+    let live: Vec<(i64, i64, i32, i64)> = client
+        .select(
+            &format!(
+                "SELECT t.window_start, t.window_end, t.version, t._et_n FROM {} t WHERE {overlapping} ORDER BY t.window_start",
+                def.table("state")
+            ),
+            None,
+            args,
+        )
+        .expect("state read")
+        .map(|r| {
+            (
+                r.get::<TimestampWithTimeZone>(1).unwrap().unwrap().into_inner(),
+                r.get::<TimestampWithTimeZone>(2).unwrap().unwrap().into_inner(),
+                r.get::<i32>(3).unwrap().unwrap(),
+                r.get::<i64>(4).unwrap().unwrap(),
+            )
+        })
+        .collect();
+    // Sessions in history that no later session absorbed and whose deadline has passed.
+    let purged: Vec<(i64, i64)> = client
+        .select(
+            &format!(
+                "SELECT l.window_start, l.window_end FROM (SELECT DISTINCT ON (t.window_start, t.window_end) t.window_start, t.window_end, t.kind \
+                 FROM {} t WHERE {overlapping} ORDER BY t.window_start, t.window_end, t.version DESC) l \
+                 WHERE l.kind <> 'merged' ORDER BY l.window_start",
+                def.table("history")
+            ),
+            None,
+            args,
+        )
+        .expect("history read")
+        .map(|r| {
+            (
+                r.get::<TimestampWithTimeZone>(1).unwrap().unwrap().into_inner(),
+                r.get::<TimestampWithTimeZone>(2).unwrap().unwrap().into_inner(),
+            )
+        })
+        .filter(|(_, e)| w.is_some_and(|w| w >= landing::deadline(*e, def.lateness)))
+        .collect();
+    let span = |s: i64, e: i64| format!("[{}, {})", tstz(s), tstz(e));
+    let own = span(win.start, win.end);
+    let list = |v: &[(i64, i64)]| {
+        v.iter()
+            .map(|(s, e)| span(*s, *e))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ghosts = if purged.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; it overlaps session{} {} of this key, purged (its state is gone), with which it does not merge",
+            if purged.len() > 1 { "s" } else { "" },
+            list(&purged)
+        )
+    };
+    if landing == Landing::SideOutput {
+        return (
+            None,
+            None,
+            format!(
+                "the row's own window {own} reached its deadline {}, so a row at this time goes to refused rows and changes no session{ghosts}; {at}",
+                tstz(landing::deadline(win.end, def.lateness))
+            ),
+        );
+    }
+    let how = if landing == Landing::LateFiring {
+        "late (its own window has ended, within the allowed lateness)"
+    } else {
+        "on time"
+    };
+    match live.as_slice() {
+        [] => (
+            None,
+            None,
+            format!("a row at this time is {how} and would form a new session {own}{ghosts}; {at}"),
+        ),
+        [(s, e, v, n)] if *s <= win.start && win.end <= *e => (
+            Some(*n),
+            (*v > 0).then_some(*v),
+            format!(
+                "a row at this time is {how} and would join session {} of this key, which {}{ghosts}; {at}",
+                span(*s, *e),
+                if *v > 0 {
+                    format!("fired: it writes version {}", v + 1)
+                } else {
+                    format!("fires when the pipeline watermark reaches {}", tstz(*e))
+                }
+            ),
+        ),
+        many => {
+            let lo = many.iter().map(|m| m.0).min().unwrap().min(win.start);
+            let hi = many.iter().map(|m| m.1).max().unwrap().max(win.end);
+            let fired: Vec<(i64, i64)> = many
+                .iter()
+                .filter(|m| m.2 > 0)
+                .map(|m| (m.0, m.1))
+                .collect();
+            let spans: Vec<(i64, i64)> = many.iter().map(|m| (m.0, m.1)).collect();
+            (
+                None,
+                None,
+                format!(
+                    "a row at this time is {how} and would merge session{} {} of this key into the new session {}{}{ghosts}; {at}",
+                    if many.len() > 1 { "s" } else { "" },
+                    list(&spans),
+                    span(lo, hi),
+                    if fired.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; {} fired, so each gets a version of kind merged naming the new session",
+                            list(&fired)
+                        )
+                    }
+                ),
+            )
+        }
     }
 }

@@ -305,6 +305,48 @@ fn window_spec(
     }
 }
 
+/// The session window of `create_pipeline`'s arguments: a positive fixed gap, and none of the
+/// arguments of the other kinds.
+fn session_spec(
+    gap: Interval,
+    slide: Option<Interval>,
+    origin: Option<TimestampWithTimeZone>,
+    time_zone: Option<&str>,
+) -> WindowSpec {
+    for (arg, given) in [
+        ("window_slide", slide.is_some()),
+        ("window_origin", origin.is_some()),
+        ("time_zone", time_zone.is_some()),
+    ] {
+        if given {
+            invalid(
+                format!("{arg} is given together with session_gap"),
+                Some(&format!("Sessions are not aligned to a grid or a calendar: each row opens the window [event_time, event_time + session_gap), and overlapping windows of a key merge. Leave {arg} out.")),
+            )
+            .raise()
+        }
+    }
+    if fixed_micros(gap.months(), gap.days(), gap.micros()).is_some_and(|us| us <= 0) {
+        invalid(
+            format!("session_gap \"{gap}\" must be positive"),
+            Some("A session ends when a key has no row for session_gap: give a positive duration, such as '30 minutes'."),
+        )
+        .raise()
+    }
+    let us = duration("session_gap", gap, false);
+    if us > MAX_SESSION_GAP {
+        invalid(
+            format!("session_gap \"{gap}\" is longer than 10,000 years"),
+            None,
+        )
+        .raise()
+    }
+    WindowSpec::Session { gap: us }
+}
+
+/// The longest session gap: 10,000 years of 365.2425 days.
+const MAX_SESSION_GAP: i64 = 3_652_425 * MICROS_PER_DAY;
+
 /// Whether PostgreSQL has the built-in aggregate `func` for an argument of type `t`.
 fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
     Spi::get_one_with_args::<bool>(
@@ -328,7 +370,7 @@ fn create_pipeline(
     name: Option<&str>,
     source: Option<PgRelation>,
     event_time: Option<&str>,
-    window_size: Option<Interval>,
+    window_size: default!(Option<Interval>, "NULL"),
     key: default!(Option<Vec<Option<String>>>, "'{}'"),
     event_id: default!(Option<&str>, "NULL"),
     allowed_lateness: default!(Option<Interval>, "'0'"),
@@ -340,12 +382,12 @@ fn create_pipeline(
     max_ahead: default!(Option<Interval>, "'1 day'"),
     window_slide: default!(Option<Interval>, "NULL"),
     time_zone: default!(Option<&str>, "NULL"),
+    session_gap: default!(Option<Interval>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let name = required(name, F, "name");
     let source = required(source, F, "source");
     let event_time = required(event_time, F, "event_time");
-    let window_size = required(window_size, F, "window_size");
     let key = required(key, F, "key");
     let allowed_lateness = required(allowed_lateness, F, "allowed_lateness");
     let aggregates_text = required(aggregates, F, "aggregates");
@@ -477,8 +519,27 @@ fn create_pipeline(
     });
 
     // Window and lateness.
-    let (window, origin_us, zone) =
-        window_spec(window_size, window_slide, window_origin, time_zone);
+    let (window, origin_us, zone) = match (window_size, session_gap) {
+        (Some(size), None) => {
+            let (w, o, z) = window_spec(size, window_slide, window_origin, time_zone);
+            (w, Some(o), z)
+        }
+        (None, Some(gap)) => (
+            session_spec(gap, window_slide, window_origin, time_zone),
+            None,
+            None,
+        ),
+        (Some(size), Some(gap)) => invalid(
+            format!("window_size \"{size}\" and session_gap \"{gap}\" are both given"),
+            Some("A pipeline has one kind of window: window_size for tumbling and hopping windows, or session_gap for sessions."),
+        )
+        .raise(),
+        (None, None) => invalid(
+            "eventtime.create_pipeline needs window_size or session_gap",
+            Some("Give window_size for tumbling or hopping windows ('1 day'), or session_gap for sessions ('30 minutes')."),
+        )
+        .raise(),
+    };
     let lateness_us = duration("allowed_lateness", allowed_lateness, true);
     let watermark_lag_us = watermark_lag.map(|v| duration("watermark_lag", v, true));
     let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
@@ -626,8 +687,8 @@ fn create_pipeline(
         Spi::get_one_with_args::<i32>(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
          window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead, \
-         window_kind, window_slide, time_zone) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19) RETURNING id",
+         window_kind, window_slide, time_zone, session_gap) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19, $20) RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -636,7 +697,9 @@ fn create_pipeline(
             key_names.into(),
             event_id.into(),
             window_size.into(),
-            TimestampWithTimeZone::try_from(origin_us).expect("origin in range").into(),
+            origin_us
+                .map(|o| TimestampWithTimeZone::try_from(o).expect("origin in range"))
+                .into(),
             allowed_lateness.into(),
             aggregates_text.into(),
             definition.as_str().into(),
@@ -648,6 +711,7 @@ fn create_pipeline(
             def.window.kind_name().into(),
             window_slide.into(),
             zone.into(),
+            session_gap.into(),
         ],
     )
     .expect("catalog insert")

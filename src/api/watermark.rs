@@ -25,7 +25,7 @@ use pgrx::spi::SpiClient;
 
 use crate::core::clock::{self, SourceClock};
 use crate::core::time;
-use crate::pg::announce;
+use crate::pg::announce::{self, Versions};
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::security::{self, as_catalog_owner};
@@ -112,18 +112,19 @@ pub(crate) fn sources(client: &SpiClient<'_>, pipeline_id: i32) -> (Vec<SourceCl
 /// watermark in force. The lock and the firing run as the pipeline's owner, the catalog's reads
 /// and writes as the catalog's owner (see `pg::security`); the caller's right was checked before.
 fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
-    apply_announcing(p, change, 0)
+    apply_announcing(p, change, Versions::default())
 }
 
-/// [`apply`], announcing what it fired together with `late` late versions that the statement
-/// calling it wrote (one notification for the statement).
-fn apply_announcing(p: &Pipeline, change: Change<'_>, late: i64) -> Outcome {
+/// [`apply`], announcing what it fired together with the late and merged versions that the
+/// statement calling it wrote, `written` (one notification for the statement).
+fn apply_announcing(p: &Pipeline, change: Change<'_>, written: Versions) -> Outcome {
     let (fired, purged, watermark) = apply_quietly(p, change);
     announce::announce(
         &p.def.name,
-        fired,
-        late,
-        0,
+        Versions {
+            main: fired,
+            ..written
+        },
         watermark.map(|w| w.into_inner()),
     );
     (fired, purged, watermark)
@@ -455,7 +456,13 @@ mod _eventtime {
     #[search_path(pg_catalog, pg_temp)]
     fn refuse_lag_isolation(pipeline_id: i32) {
         let (name, _) = catalog::name_and_event_time(pipeline_id);
-        require_read_committed(&name, "an ingest statement");
+        let p = catalog::load(&name);
+        let function = if p.def.window.is_session() {
+            crate::pg::error::SESSION_INGEST
+        } else {
+            "an ingest statement"
+        };
+        require_read_committed(&name, function);
     }
 
     /// Last thing an ingest statement of a pipeline with a watermark lag does: advance the
@@ -466,13 +473,19 @@ mod _eventtime {
         pipeline_id: i32,
         max_event_time: Option<TimestampWithTimeZone>,
         late_versions: i64,
+        merged_versions: default!(i64, 0),
     ) {
         let p = catalog::load_by_id(pipeline_id);
         // The trigger function runs as the pipeline's owner; nobody else may advance it.
         p.require_owner("advance its watermark");
+        let written = Versions {
+            late: late_versions,
+            merged: merged_versions,
+            ..Versions::default()
+        };
         let Some(max) = max_event_time else {
             let w = catalog::watermark(p.id);
-            announce::announce(&p.def.name, 0, late_versions, 0, w);
+            announce::announce(&p.def.name, written, w);
             return;
         };
         let Some(lag) = p.def.watermark_lag else {
@@ -486,7 +499,7 @@ mod _eventtime {
                 to,
                 quiet: true,
             },
-            late_versions,
+            written,
         );
     }
 

@@ -117,6 +117,14 @@ pub enum WindowSpec {
         origin: Micros,
         time_zone: String,
     },
+    /// Session windows: each row's own window is `[t, t + gap)`; the windows of one key that
+    /// overlap strictly merge into sessions, which the ingest statement computes from the
+    /// pipeline's state (see `core::sqlgen::sessions`). [`WindowSpec::windows`] gives a row's own
+    /// window, the one its landing is judged on.
+    Session {
+        #[serde(rename = "gap_us")]
+        gap: i64,
+    },
 }
 
 /// The most windows one row may belong to (`size / slide`, rounded up): a hopping pipeline with
@@ -144,13 +152,20 @@ pub fn windows_per_row(size: i64, slide: i64) -> i64 {
 const CALENDAR_MARGIN: i64 = 3660 * MICROS_PER_DAY;
 
 impl WindowSpec {
-    /// `tumbling` or `hopping`, as the catalog's `window_kind` says.
+    /// `tumbling`, `hopping` or `session`, as the catalog's `window_kind` says.
     pub fn kind_name(&self) -> &'static str {
-        if self.multi() {
+        if self.is_session() {
+            "session"
+        } else if self.multi() {
             "hopping"
         } else {
             "tumbling"
         }
+    }
+
+    /// Whether windows are sessions, which depend on the rows before them.
+    pub fn is_session(&self) -> bool {
+        matches!(self, WindowSpec::Session { .. })
     }
 
     /// Whether a row can belong to several windows.
@@ -159,6 +174,7 @@ impl WindowSpec {
             WindowSpec::Tumbling { .. } => false,
             WindowSpec::Hopping { .. } => true,
             WindowSpec::Calendar { size, slide, .. } => size != slide,
+            WindowSpec::Session { .. } => false,
         }
     }
 
@@ -310,6 +326,16 @@ impl WindowSpec {
                 origin,
                 ..
             } => Self::calendar_windows(size, slide, origin, zone, event),
+            WindowSpec::Session { gap } => {
+                if event == time::INFINITY || event == time::NEG_INFINITY {
+                    return Err(AssignError::Infinite);
+                }
+                let end = event.checked_add(gap).ok_or(AssignError::OutOfRange)?;
+                if end > time::MAX_FINITE {
+                    return Err(AssignError::OutOfRange);
+                }
+                Ok(vec![Window { start: event, end }])
+            }
         }
     }
 }

@@ -18,10 +18,20 @@ thread_local! {
     static SEQ: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Sends the notification of one statement of `pipeline` that wrote `main`, `late` and
-/// `restatement` versions under `watermark`; nothing when it wrote none.
-pub fn announce(pipeline: &str, main: i64, late: i64, restatement: i64, watermark: Option<i64>) {
-    if main + late + restatement == 0 {
+/// How many versions of each kind one statement wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Versions {
+    pub main: i64,
+    pub late: i64,
+    /// Versions of sessions absorbed by a merged session.
+    pub merged: i64,
+    pub restatement: i64,
+}
+
+/// Sends the notification of one statement of `pipeline` that wrote `v` under `watermark`;
+/// nothing when it wrote none.
+pub fn announce(pipeline: &str, v: Versions, watermark: Option<i64>) {
+    if v.main + v.late + v.merged + v.restatement == 0 {
         return;
     }
     let seq = SEQ.with(|s| {
@@ -30,7 +40,7 @@ pub fn announce(pipeline: &str, main: i64, late: i64, restatement: i64, watermar
     });
     let payload = serde_json::json!({
         "pipeline": pipeline,
-        "versions": {"main": main, "late": late, "restatement": restatement},
+        "versions": {"main": v.main, "late": v.late, "merged": v.merged, "restatement": v.restatement},
         "watermark": watermark.map(time::iso),
         "seq": seq,
     })
@@ -47,7 +57,8 @@ mod _eventtime {
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
 
-    /// The trigger function's announcement of the late versions its statement wrote.
+    /// The trigger function's announcement of the late (and, for sessions, merged) versions its
+    /// statement wrote.
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
     fn announce(
@@ -56,12 +67,16 @@ mod _eventtime {
         late: i64,
         restatement: i64,
         watermark: Option<TimestampWithTimeZone>,
+        merged: default!(i64, 0),
     ) {
         super::announce(
             pipeline,
-            main,
-            late,
-            restatement,
+            super::Versions {
+                main,
+                late,
+                merged,
+                restatement,
+            },
             watermark.map(|w| w.into_inner()),
         );
     }

@@ -4,6 +4,9 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
+/// The `function` of [`EtError::WrongIsolation`] for an ingest statement of session windows.
+pub const SESSION_INGEST: &str = "an ingest statement into session windows";
+
 #[derive(Debug, Clone)]
 pub enum EtError {
     /// 42704: no pipeline has that name.
@@ -17,6 +20,8 @@ pub enum EtError {
         function: &'static str,
         argument: &'static str,
     },
+    /// 0A000: the function does not apply to this kind of pipeline.
+    NotSupported { message: String, hint: String },
     /// 22023: an argument has a value the function cannot use.
     InvalidParameter {
         message: String,
@@ -137,6 +142,7 @@ impl EtError {
             NullEventTime { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             EventTimeOutOfRange { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
             WrongIsolation { .. } | WroteInTransaction { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
+            NotSupported { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
             SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
@@ -153,6 +159,7 @@ impl EtError {
         use EtError::*;
         match self {
             UnknownPipeline { name } => format!("pipeline \"{name}\" does not exist"),
+            NotSupported { message, .. } => message.clone(),
             UnknownSource { pipeline, source } => {
                 format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist")
             }
@@ -270,6 +277,10 @@ impl EtError {
                 "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the restatement lock, so rows folded meanwhile would be folded again."
                     .into(),
             ),
+            WrongIsolation { function: SESSION_INGEST, .. } => Some(
+                "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the lock of the rows' keys, so the sessions another writer committed meanwhile would not be merged."
+                    .into(),
+            ),
             WrongIsolation { .. } => Some(
                 "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the pipeline lock, so rows committed meanwhile would not be fired."
                     .into(),
@@ -298,6 +309,7 @@ impl EtError {
             ),
             DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
             InvalidParameter { hint, .. } => hint.clone(),
+            NotSupported { hint, .. } => Some(hint.clone()),
             UndefinedColumn { hint, .. } => hint.clone(),
             WroteInTransaction { .. } => Some(
                 "The feed returns committed versions only: read it in a transaction of its own, or before the transaction writes."
@@ -323,6 +335,10 @@ impl EtError {
             EventTimeOutOfRange { infinite: true, .. } => Some("Event times must be finite.".into()),
             WrongIsolation { function: "an ingest statement", .. } => Some(
                 "The pipeline has a watermark_lag, so each ingest statement advances the watermark and fires windows; ingest at READ COMMITTED."
+                    .into(),
+            ),
+            WrongIsolation { function: SESSION_INGEST, .. } => Some(
+                "The pipeline has session windows, which each ingest statement merges with the sessions written before it; ingest at READ COMMITTED."
                     .into(),
             ),
             WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),

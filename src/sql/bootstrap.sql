@@ -15,15 +15,18 @@ CREATE TABLE _eventtime.pipeline (
     event_time       name NOT NULL,
     key_columns      name[] NOT NULL,
     event_id         name,
-    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling', 'hopping')),
-    window_size      interval NOT NULL,
+    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling', 'hopping', 'session')),
+    -- NULL for sessions, which have a session_gap instead.
+    window_size      interval CHECK ((window_size IS NULL) = (window_kind = 'session')),
+    session_gap      interval CHECK ((session_gap IS NULL) = (window_kind <> 'session')),
     -- NULL for tumbling windows.
     window_slide     interval,
     -- The zone of calendar periods (a size with a day, week, month or year field); NULL for
     -- fixed durations.
     time_zone        text,
-    -- The alignment in force (the default of the window's kind when create_pipeline had none).
-    window_origin    timestamptz NOT NULL,
+    -- The alignment in force (the default of the window's kind when create_pipeline had none);
+    -- NULL for sessions.
+    window_origin    timestamptz,
     allowed_lateness interval NOT NULL,
     watermark_lag    interval,
     idle_timeout     interval,

@@ -25,6 +25,7 @@ SELECT p.name,
        p.window_kind,
        p.window_size,
        p.window_slide,
+       p.session_gap,
        p.time_zone,
        p.window_origin,
        p.allowed_lateness,
@@ -51,8 +52,8 @@ GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text) IS
-  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone: triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval) IS
+  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
 COMMENT ON FUNCTION eventtime.ingest(text, jsonb) IS

@@ -273,13 +273,18 @@ impl PipelineDef {
              )\n\
              SELECT {key}, c.window_start, c.window_end, c.version, c.kind, pg_catalog.jsonb_build_object({values}),\n\
                     c.sealed, c.watermark, c.fired_at,\n\
-                    CASE WHEN c.in_b THEN c.a ELSE c.b END::text, CASE WHEN c.in_b THEN c.b ELSE c.now END::text, c.{seq}\n\
+                    CASE WHEN c.in_b THEN c.a ELSE c.b END::text, CASE WHEN c.in_b THEN c.b ELSE c.now END::text, c.{seq}, {merged_into}\n\
              FROM c\n\
              WHERE (c.in_b AND c.{seq} > $3) OR (NOT c.in_b AND pg_catalog.pg_visible_in_snapshot(c.{xid}, c.now))\n\
              ORDER BY c.in_b DESC, c.{seq}",
             history = self.table("history"),
             key = self.key_json("c"),
             values = values.join(", "),
+            merged_into = if self.window.is_session() {
+                "c.merged_into"
+            } else {
+                "NULL::tstzrange"
+            },
         )
     }
 }

@@ -8,12 +8,22 @@ impl PipelineDef {
     pub fn create_tables(&self) -> Vec<String> {
         let keys = self.key_names(None);
         let kd = prefix(&self.key_defs());
+        let session = self.window.is_session();
+        // A session is identified by its key and both bounds: a session extended at its end is
+        // a new session with the same start.
+        let session_end = if session { "window_end, " } else { "" };
         let mut out = vec![
             format!(
                 "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
-                 version integer NOT NULL DEFAULT 0, {INTERNAL_PREFIX}n bigint NOT NULL{}) WITH (fillfactor = 70)",
+                 version integer NOT NULL DEFAULT 0, {INTERNAL_PREFIX}n bigint NOT NULL{}{}) WITH (fillfactor = 70)",
                 self.table("state"),
-                self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
+                self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>(),
+                // Sessions find the live sessions of a key by its hash.
+                if session {
+                    format!(", {INTERNAL_PREFIX}h integer GENERATED ALWAYS AS ({}) STORED", self.key_hash(None))
+                } else {
+                    String::new()
+                }
             ),
             // Open windows get one row per ingest statement (version 0): writers never touch a
             // common row. A fired window within its grace has one row (its version): late
@@ -29,12 +39,13 @@ impl PipelineDef {
             // (what `eventtime.changes` reads).
             format!(
                 "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
-                 version integer NOT NULL, kind text NOT NULL, {}sealed boolean GENERATED ALWAYS AS (version = 1) STORED, \
+                 version integer NOT NULL, kind text NOT NULL, {}{}sealed boolean GENERATED ALWAYS AS (version = 1) STORED, \
                  watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), \
                  {INTERNAL_PREFIX}n bigint NOT NULL{}, \
                  {INTERNAL_PREFIX}xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), \
                  {INTERNAL_PREFIX}seq bigint GENERATED ALWAYS AS IDENTITY)",
                 self.table("history"),
+                if session { "merged_into tstzrange, " } else { "" },
                 self.aggs.iter().map(|a| format!("{} {}, ", quote_ident(&a.spec.alias), a.result_type)).collect::<String>(),
                 self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>()
             ),
@@ -42,7 +53,7 @@ impl PipelineDef {
             // this index; `version DESC` gives `_latest` each window's greatest version first,
             // with no sort.
             format!(
-                "CREATE UNIQUE INDEX ON {} (window_start, {}version DESC) NULLS NOT DISTINCT",
+                "CREATE UNIQUE INDEX ON {} (window_start, {}{session_end}version DESC) NULLS NOT DISTINCT",
                 self.table("history"),
                 prefix(&keys)
             ),
@@ -69,15 +80,28 @@ impl PipelineDef {
                 self.table("folds")
             ),
         ];
+        if session {
+            out.push(format!(
+                "CREATE INDEX ON {} ({INTERNAL_PREFIX}h)",
+                self.table("state")
+            ));
+        }
+        // Sessions dedup per key and id: a session has no window of its own to scope an id to.
+        let ledger_window = if session {
+            ""
+        } else {
+            "window_start timestamptz NOT NULL, "
+        };
         if let Some(eid) = &self.event_id {
             out.push(format!(
-                "CREATE TABLE {} (window_start timestamptz NOT NULL, {kd}event_id {} NOT NULL)",
+                "CREATE TABLE {} ({ledger_window}{kd}event_id {} NOT NULL)",
                 self.table("ids"),
                 eid.type_name
             ));
             out.push(format!(
-                "CREATE UNIQUE INDEX ON {} (window_start, {}event_id) NULLS NOT DISTINCT",
+                "CREATE UNIQUE INDEX ON {} ({}{}event_id) NULLS NOT DISTINCT",
                 self.table("ids"),
+                if session { "" } else { "window_start, " },
                 prefix(&keys)
             ));
         }
@@ -112,17 +136,32 @@ impl PipelineDef {
     pub fn create_views(&self) -> Vec<String> {
         let k = prefix(&self.key_names(None));
         let aliases = prefix(&self.alias_cols());
+        let session = self.window.is_session();
+        let merged_into = if session { "merged_into, " } else { "" };
         let history_cols = format!(
-            "{k}window_start, window_end, version, kind, {aliases}sealed, watermark, fired_at"
+            "{k}window_start, window_end, version, kind, {merged_into}{aliases}sealed, watermark, fired_at"
         );
+        let kc = self
+            .key_names(None)
+            .iter()
+            .map(|c| format!(", {c}"))
+            .collect::<String>();
+        // The greatest version of each window, in the order of the history's unique index; a
+        // session absorbed by another (its greatest version is `merged`) is not shown.
+        let latest = if session {
+            format!(
+                "SELECT {history_cols} FROM (SELECT DISTINCT ON (window_start{kc}, window_end) {history_cols} FROM {} ORDER BY window_start{kc}, window_end, version DESC) l WHERE kind <> 'merged'",
+                self.table("history"),
+            )
+        } else {
+            format!(
+                "SELECT DISTINCT ON (window_start{kc}) {history_cols} FROM {} ORDER BY window_start{kc}, version DESC",
+                self.table("history"),
+            )
+        };
         let mut out = vec![
             format!("CREATE VIEW {} AS SELECT {history_cols} FROM {}", self.view("_history"), self.table("history")),
-            format!(
-                "CREATE VIEW {} AS SELECT DISTINCT ON (window_start{kc}) {history_cols} FROM {} ORDER BY window_start{kc}, version DESC",
-                self.view("_latest"),
-                self.table("history"),
-                kc = self.key_names(None).iter().map(|c| format!(", {c}")).collect::<String>(),
-            ),
+            format!("CREATE VIEW {} AS {latest}", self.view("_latest")),
             format!(
                 "CREATE VIEW {} AS SELECT {history_cols} FROM {} WHERE version = 1",
                 self.view("_sealed"),

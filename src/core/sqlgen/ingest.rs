@@ -71,6 +71,7 @@ impl PipelineDef {
                 months = matches!(size, Period::Months(_)),
                 zone = quote_literal(time_zone),
             ),
+            WindowSpec::Session { .. } => self.session_window_of(et),
         }
     }
 

@@ -22,6 +22,7 @@ mod corrections;
 mod ddl;
 mod firing;
 mod ingest;
+mod sessions;
 mod trigger;
 use super::window::{Period, WindowSpec};
 
@@ -42,6 +43,7 @@ pub const RESERVED_COLUMNS: &[&str] = &[
     "deadline",
     "refused_at",
     "restated_in",
+    "merged_into",
 ];
 
 /// Prefix of the internal columns of the window state; user names may not start with it.
@@ -565,6 +567,49 @@ mod tests {
             time_zone: "Europe/Berlin".into(),
         };
         check_snapshot("calendar_month_berlin", &d);
+    }
+
+    #[test]
+    fn golden_sql_of_a_session_pipeline() {
+        let mut d = def();
+        d.window = WindowSpec::Session {
+            gap: 30 * 60_000_000,
+        };
+        check_snapshot("session_keyed_event_id", &d);
+    }
+
+    #[test]
+    fn sessions_lock_their_keys_and_have_no_single_row_path() {
+        let mut d = def();
+        d.window = WindowSpec::Session {
+            gap: 30 * 60_000_000,
+        };
+        let f = d.create_trigger_function();
+        assert!(!f.contains("IF v_row.n = 1 THEN") && !f.contains(" IN EXCLUSIVE MODE"));
+        let lock = f.find("pg_advisory_xact_lock(7, h.h)").unwrap();
+        let table = f
+            .find("LOCK TABLE _eventtime.\"p7_state\" IN ROW EXCLUSIVE MODE;")
+            .unwrap();
+        let check = f.find("current_setting('transaction_isolation')").unwrap();
+        let stmt = f.find(&d.session_ingest_statement()).unwrap();
+        assert!(check < table && table < lock && lock < stmt);
+        // The key hash of the lock is the state's.
+        assert!(f.contains("pg_catalog.hash_record(ROW(r.\"store\"))"));
+        assert!(d.create_tables()[0]
+            .contains("GENERATED ALWAYS AS (pg_catalog.hash_record(ROW(\"store\"))) STORED"));
+        // The ledger has no window, the history a session's both bounds.
+        let tables = d.create_tables().join(";\n");
+        assert!(
+            tables.contains("CREATE UNIQUE INDEX ON _eventtime.\"p7_ids\" (\"store\", event_id)")
+        );
+        assert!(tables.contains("(window_start, \"store\", window_end, version DESC)"));
+        d.keys.clear();
+        assert!(d
+            .create_trigger_function()
+            .contains("SELECT DISTINCT 0 AS h FROM new_rows r"));
+        assert!(d
+            .session_ingest_statement()
+            .contains("OVER (ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING)"));
     }
 
     #[test]

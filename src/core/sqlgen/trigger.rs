@@ -88,7 +88,12 @@ impl PipelineDef {
     /// The single-row path when the statement has one row and the pipeline's windows give a row
     /// one window, the statement for many rows otherwise.
     fn branches(&self) -> String {
-        if self.window.multi() {
+        if self.window.is_session() {
+            format!(
+                "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w, n_merged;\n",
+                self.session_ingest_statement()
+            )
+        } else if self.window.multi() {
             self.bulk_block()
         } else {
             format!(
@@ -128,20 +133,30 @@ impl PipelineDef {
                     state = self.table("state"),
                 ),
                 format!(
-                    "PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time, n_versions);\n",
-                    id = self.id
+                    "PERFORM {INTERNAL_SCHEMA}.advance_by_watermark_lag({id}, max_event_time, n_versions{merged});\n",
+                    id = self.id,
+                    merged = if self.window.is_session() { ", n_merged" } else { "" },
                 ),
             ),
             // Late versions are announced here; with a lag, by the advance, in one notification
             // with what it fires.
             None => (
                 String::new(),
-                format!(
-                    "IF n_versions > 0 THEN\n\
-                       PERFORM {INTERNAL_SCHEMA}.announce({name}, 0, n_versions, 0, {FN_LABEL}.v_w);\n\
-                     END IF;\n",
-                    name = quote_literal(&self.name),
-                ),
+                if self.window.is_session() {
+                    format!(
+                        "IF n_versions + n_merged > 0 THEN\n\
+                           PERFORM {INTERNAL_SCHEMA}.announce({name}, 0, n_versions, 0, {FN_LABEL}.v_w, n_merged);\n\
+                         END IF;\n",
+                        name = quote_literal(&self.name),
+                    )
+                } else {
+                    format!(
+                        "IF n_versions > 0 THEN\n\
+                           PERFORM {INTERNAL_SCHEMA}.announce({name}, 0, n_versions, 0, {FN_LABEL}.v_w);\n\
+                         END IF;\n",
+                        name = quote_literal(&self.name),
+                    )
+                },
             ),
         };
         let reads: String = self
@@ -157,10 +172,11 @@ impl PipelineDef {
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
                v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
-               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;\n\
+               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;{merged_var}\n\
              BEGIN\n\
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
+             {session_locks}\
              SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
              INTO v_row FROM new_rows r LIMIT 1;\n\
              {branches}\
@@ -178,6 +194,8 @@ impl PipelineDef {
              END {FN_LABEL}\n$eventtime$",
             f = self.trigger_function(),
             branches = self.branches(),
+            session_locks = if self.window.is_session() { self.session_locks() } else { String::new() },
+            merged_var = if self.window.is_session() { " n_merged bigint := 0;" } else { "" },
             id = self.id,
         )
     }

@@ -1,0 +1,293 @@
+//! The ingest statement of session windows. A row's own window is `[t, t + gap)`; the sessions of
+//! a key are the islands of its windows that overlap strictly (touching windows stay apart).
+//! Unlike the windows of the other kinds, a session depends on the rows before it, so the
+//! statement reads the live sessions of its keys (the state: sessions not yet purged, fired or
+//! not) and computes, for all its accepted rows at once, the islands they form with them:
+//!
+//! - an island with no live session is a new session;
+//! - an island of one live session with the same bounds: the rows join it (a late version if it
+//!   had fired);
+//! - any other island is a new session `[min start, max end)`, made of its members' rows; each
+//!   absorbed session that had published a version gets one more, kind `merged`, naming the new
+//!   one in `merged_into`, and leaves the state.
+//!
+//! A new session that is already due (its end at or before the watermark) writes its version 1,
+//! kind `late`, in the same statement; otherwise it fires with the others (`fire_statement`,
+//! which serves every kind). Ingest statements of one key take turns (see
+//! [`PipelineDef::session_locks`]), so each sees the sessions the one before it wrote.
+
+use super::*;
+
+impl PipelineDef {
+    /// The gap of a session pipeline.
+    fn gap(&self) -> i64 {
+        match self.window {
+            WindowSpec::Session { gap } => gap,
+            _ => unreachable!("not a session pipeline"),
+        }
+    }
+
+    /// The key hash of the rows aliased `a` (`_et_h` of the state): `hash_record` of the key
+    /// columns, which hashes each value with its type's hash function, consistent with the
+    /// type's equality; 0 without keys.
+    pub(super) fn key_hash(&self, a: Option<&str>) -> String {
+        if self.keys.is_empty() {
+            "0".to_string()
+        } else {
+            format!(
+                "pg_catalog.hash_record(ROW({}))",
+                self.key_names(a).join(", ")
+            )
+        }
+    }
+
+    /// The own window of a row at `et`: `[et, et + gap)`, NULL bounds for an event time that is
+    /// infinite or so late that the end would leave the timestamp range.
+    pub(super) fn session_window_of(&self, et: &str) -> String {
+        let last = crate::core::time::iso(crate::core::time::MAX_FINITE - self.gap());
+        format!(
+            "(SELECT x.s AS window_start, x.s + {d} AS window_end FROM (SELECT CASE WHEN {et} > '-infinity'::timestamptz AND {et} <= '{last}'::timestamptz THEN {et} END AS s) x)",
+            d = duration_literal(self.gap()),
+        )
+    }
+
+    /// What the trigger function runs before the ingest statement of a session pipeline: the
+    /// check of the isolation level (a statement must see the sessions that the writer before it
+    /// committed, so READ COMMITTED, as for a watermark lag), the state table's lock (taken before
+    /// the key locks, in the order every writer and the advance take them, so that a writer
+    /// holding a key lock never waits for the advance while the advance waits for it), and one
+    /// transaction lock per key of the statement's rows, in order of key hash.
+    pub(super) fn session_locks(&self) -> String {
+        let lock = if self.watermark_lag.is_some() {
+            String::new()
+        } else {
+            format!(
+                "LOCK TABLE {} IN ROW EXCLUSIVE MODE;\n",
+                self.table("state")
+            )
+        };
+        format!(
+            "IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN\n\
+               PERFORM {INTERNAL_SCHEMA}.refuse_lag_isolation({id});\n\
+             END IF;\n\
+             {lock}\
+             PERFORM pg_catalog.pg_advisory_xact_lock({id}, h.h) FROM (SELECT DISTINCT {hash} AS h FROM new_rows r ORDER BY 1) h;\n",
+            id = self.id,
+            hash = self.key_hash(Some("r")),
+        )
+    }
+
+    /// The set-based ingest statement of a session pipeline, run once per ingest statement
+    /// against the transition table `new_rows` (see the module comment). It returns the counts
+    /// of [`Self::ingest_statement`] followed by the number of `merged` versions it wrote.
+    pub fn session_ingest_statement(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let kg = prefix(&self.key_names(Some("g")));
+        let kr = prefix(&self.key_names(Some("r")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
+        let n = format!("{INTERNAL_PREFIX}n");
+        let accs = self.acc_cols();
+        let acc_types: Vec<String> = self
+            .aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.acc_columns(i))
+            .map(|(_, t)| t.trim_end_matches(" NOT NULL").to_string())
+            .collect();
+        let list = |a: &str, cols: &[String]| -> String {
+            cols.iter().map(|c| format!(", {a}{c}")).collect()
+        };
+        let partition = if self.keys.is_empty() {
+            String::new()
+        } else {
+            format!("PARTITION BY {} ", self.key_names(None).join(", "))
+        };
+        let mut sql = self.ingest_prelude();
+        sql += &format!(
+            "cls_n AS MATERIALIZED (\n\
+               SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
+                      count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
+                      (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
+               FROM cls\n\
+             ),\n",
+            max_et = self.lag_event_time("_et_et"),
+        );
+        if self.event_id.is_some() {
+            // The ledger holds every (key, id) the pipeline has seen, refused rows included: a
+            // session has no window of its own to scope an id to.
+            sql += &format!(
+                "fresh AS (\n\
+                   INSERT INTO {ids} AS i ({k}event_id)\n\
+                   SELECT {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {k}_et_eid\n\
+                   ON CONFLICT DO NOTHING\n\
+                   RETURNING {ki}i.event_id\n\
+                 ),\n\
+                 all_fresh AS MATERIALIZED (\n\
+                   SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
+                 ),\n\
+                 kept AS MATERIALIZED (\n\
+                   SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
+                   UNION ALL\n\
+                   SELECT d.* FROM (\n\
+                     SELECT DISTINCT ON ({kc}c._et_eid) c.*\n\
+                     FROM cls c JOIN fresh f ON f.event_id = c._et_eid{key_match}\n\
+                     WHERE NOT (SELECT yes FROM all_fresh)\n\
+                     ORDER BY {kc}c._et_eid\n\
+                   ) d\n\
+                   UNION ALL\n\
+                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
+                 ),\n",
+                ids = self.table("ids"),
+                ki = prefix(&self.key_names(Some("i"))),
+                key_match = self.same_key("f", "c"),
+            );
+        } else {
+            sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
+        }
+        // The statement's rows, one group per key and own window (rows at the same instant).
+        sql += &format!(
+            "batch AS MATERIALIZED (\n\
+               SELECT {k}{ws} AS ws, {we} AS we, max(_et_landing) AS _et_landing, count(*) AS {n}{partials}, {hash} AS _et_h\n\
+               FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}, {we}\n\
+             ),\n",
+            partials = self
+                .partials()
+                .iter()
+                .zip(&accs)
+                .map(|(p, c)| format!(", {p} AS {c}"))
+                .collect::<String>(),
+            hash = self.key_hash(None),
+        );
+        let refused = self.refused_insert(
+            &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
+            (&format!("c.{ws}"), &format!("c.{we}")),
+            "wm.w",
+            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
+        );
+        let kb = prefix(&self.key_names(Some("b")));
+        let ks = prefix(&self.key_names(Some("s")));
+        // The live sessions of the statement's keys, found by key hash.
+        sql += &format!(
+            "refused AS (\n{refused}\n),\n\
+             live AS MATERIALIZED (\n\
+               SELECT s.ctid AS _et_tid, {ks}s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
+               FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b JOIN {state} s ON s._et_h = b._et_h{key_match}\n\
+             ),\n",
+            state = self.table("state"),
+            accs_s = list("s.", &accs),
+            key_match = self.same_key("b", "s"),
+        );
+        // Islands: a member starts a new one unless it starts before the greatest end of the
+        // members before it (strict overlap).
+        sql += &format!(
+            "members AS (\n\
+               SELECT {k}ws, we, NULL::tid AS _et_tid, NULL::integer AS version, {n}{accs_cast}, true AS _et_new FROM batch\n\
+               UNION ALL\n\
+               SELECT {k}ws, we, _et_tid, version, {n}{accs_plain}, false FROM live\n\
+             ),\n\
+             grouped AS MATERIALIZED (\n\
+               SELECT g.*, sum(g._et_brk) OVER ({partition}ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl\n\
+               FROM (SELECT m.*, CASE WHEN m.ws < max(m.we) OVER ({partition}ORDER BY m.ws, m.we ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS _et_brk\n\
+                     FROM members m) g\n\
+             ),\n",
+            accs_cast = accs
+                .iter()
+                .zip(&acc_types)
+                .map(|(c, t)| format!(", {c}::{t} AS {c}"))
+                .collect::<String>(),
+            accs_plain = list("", &accs),
+        );
+        let combined: String = self
+            .aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.combine(i).into_iter().zip(a.acc_columns(i)))
+            .map(|(e, (c, _))| format!(", {e} AS {c}"))
+            .collect();
+        // Each island with a row of the statement: its bounds, its live sessions, and what it
+        // becomes. `joined`: one live session with the same bounds, which the rows join; its
+        // version moves on when it had fired. Otherwise a new session, version 1 at once when
+        // it is already due.
+        sql += &format!(
+            "islands AS MATERIALIZED (\n\
+               SELECT {k}_et_isl, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,\n\
+                      min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,\n\
+                      max(version) AS _et_live_version,\n\
+                      (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,\n\
+                      sum({n})::bigint AS {n}{combined}\n\
+               FROM grouped GROUP BY {k}_et_isl HAVING bool_or(_et_new)\n\
+             ),\n\
+             res AS MATERIALIZED (\n\
+               SELECT i.*, j.joined,\n\
+                      CASE WHEN j.joined THEN CASE WHEN i._et_live_version > 0 THEN i._et_live_version + 1 ELSE 0 END\n\
+                           WHEN i.we <= wm.w THEN 1 ELSE 0 END AS version,\n\
+                      CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END AS _et_write\n\
+               FROM islands i CROSS JOIN wm\n\
+               CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i._et_live_we AS joined) j\n\
+             ),\n",
+        );
+        let key_island =
+            |a: &str, b: &str| format!("{a}._et_isl = {b}._et_isl{}", self.same_key(a, b));
+        let set_accs: String = accs.iter().map(|c| format!(", {c} = r.{c}")).collect();
+        let history_cols = format!(
+            "{k}window_start, window_end, version, kind, merged_into, {aliases}watermark, {state_cols}",
+            aliases = prefix(&self.alias_cols()),
+            state_cols = self.state_cols().join(", "),
+        );
+        let state_of = |a: &str| -> String {
+            self.state_cols()
+                .iter()
+                .map(|c| format!("{a}.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // The state: the survivor (the island's earliest live session) takes the island's
+        // bounds, rows and version; the other live sessions of the island leave; islands without
+        // a live session are inserted.
+        sql += &format!(
+            "survived AS (\n\
+               UPDATE {state} s SET window_start = r.ws, window_end = r.we, version = r.version, {n} = r.{n}{set_accs}\n\
+               FROM res r WHERE s.ctid = r._et_survivor\n\
+             ),\n\
+             absorbed AS (\n\
+               DELETE FROM {state} s WHERE s.ctid = ANY (ARRAY(\n\
+                 SELECT g._et_tid FROM grouped g JOIN res r ON {gr}\n\
+                 WHERE g._et_tid IS NOT NULL AND g._et_tid <> r._et_survivor))\n\
+             ),\n\
+             formed AS (\n\
+               INSERT INTO {state} ({k}window_start, window_end, version, {state_cols})\n\
+               SELECT {kr}r.ws, r.we, r.version, {state_r} FROM res r WHERE r._et_survivor IS NULL\n\
+             ),\n\
+             versions AS (\n\
+               INSERT INTO {history} ({history_cols})\n\
+               SELECT {kr}r.ws, r.we, r.version, 'late', NULL::tstzrange, {finals_r}wm.w, {state_r}\n\
+               FROM res r CROSS JOIN wm WHERE r._et_write\n\
+               UNION ALL\n\
+               SELECT {kg}g.ws, g.we, g.version + 1, 'merged', pg_catalog.tstzrange(r.ws, r.we), {finals_g}wm.w, {state_g}\n\
+               FROM grouped g JOIN res r ON {gr} CROSS JOIN wm\n\
+               WHERE NOT r.joined AND g.version > 0\n\
+               RETURNING kind\n\
+             ),\n\
+             counts AS MATERIALIZED (\n\
+               SELECT coalesce(sum({n}) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
+                      coalesce(sum({n}) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\
+                      (SELECT count(*) FROM refused) AS refused\n\
+               FROM batch\n\
+             )\n\
+             SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),\n\
+                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FILTER (WHERE kind = 'late') FROM versions), (SELECT w FROM wm),\n\
+                    (SELECT count(*) FILTER (WHERE kind = 'merged') FROM versions) FROM counts",
+            state = self.table("state"),
+            history = self.table("history"),
+            gr = key_island("g", "r"),
+            state_cols = self.state_cols().join(", "),
+            state_r = state_of("r"),
+            state_g = state_of("g"),
+            finals_r = prefix(&self.finals("r")),
+            finals_g = prefix(&self.finals("g")),
+        );
+        sql
+    }
+}
