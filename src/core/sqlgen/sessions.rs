@@ -168,12 +168,17 @@ impl PipelineDef {
         );
         let kb = prefix(&self.key_names(Some("b")));
         let ks = prefix(&self.key_names(Some("s")));
-        // The live sessions of the statement's keys, found by key hash.
+        // The live sessions of the statement's keys, looked up by key hash, key by key (the
+        // lateral subquery is kept as it is, so the plan stays an index lookup per key whatever
+        // the statistics said when it was made).
         sql += &format!(
             "refused AS (\n{refused}\n),\n\
              live AS MATERIALIZED (\n\
-               SELECT s.ctid AS _et_tid, {ks}s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
-               FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b JOIN {state} s ON s._et_h = b._et_h{key_match}\n\
+               SELECT l.* FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b\n\
+               CROSS JOIN LATERAL (\n\
+                 SELECT s.ctid AS _et_tid, {ks}s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
+                 FROM {state} s WHERE s._et_h = b._et_h{key_match} OFFSET 0\n\
+               ) l\n\
              ),\n",
             state = self.table("state"),
             accs_s = list("s.", &accs),
@@ -249,7 +254,7 @@ impl PipelineDef {
         sql += &format!(
             "survived AS (\n\
                UPDATE {state} s SET window_start = r.ws, window_end = r.we, version = r.version, {n} = r.{n}{set_accs}\n\
-               FROM res r WHERE s.ctid = r._et_survivor\n\
+               FROM res r WHERE s.ctid = ANY (ARRAY(SELECT _et_survivor FROM res)) AND s.ctid = r._et_survivor\n\
              ),\n\
              absorbed AS (\n\
                DELETE FROM {state} s WHERE s.ctid = ANY (ARRAY(\n\
