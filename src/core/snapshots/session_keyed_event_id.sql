@@ -86,8 +86,11 @@ FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_la
 RETURNING 1
 ),
 live AS MATERIALIZED (
+SELECT l.* FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b
+CROSS JOIN LATERAL (
 SELECT s.ctid AS _et_tid, s."store", s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
-FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b JOIN _eventtime."p7_state" s ON s._et_h = b._et_h AND b."store" IS NOT DISTINCT FROM s."store"
+FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND b."store" IS NOT DISTINCT FROM s."store" OFFSET 0
+) l
 ),
 members AS (
 SELECT "store", ws, we, NULL::tid AS _et_tid, NULL::integer AS version, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch
@@ -117,7 +120,7 @@ CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i.
 ),
 survived AS (
 UPDATE _eventtime."p7_state" s SET window_start = r.ws, window_end = r.we, version = r.version, _et_n = r._et_n, "_et_a0" = r."_et_a0", "_et_a1" = r."_et_a1", "_et_a1_n" = r."_et_a1_n"
-FROM res r WHERE s.ctid = r._et_survivor
+FROM res r WHERE s.ctid = ANY (ARRAY(SELECT _et_survivor FROM res)) AND s.ctid = r._et_survivor
 ),
 absorbed AS (
 DELETE FROM _eventtime."p7_state" s WHERE s.ctid = ANY (ARRAY(
