@@ -29,6 +29,25 @@ use crate::pg::security;
 
 /// The pipeline `name`, for a role that may read the views `views` (suffixes) of it: what the
 /// function shows is what they show.
+/// The lateness account counts a window's rows from the row counts of its versions and the
+/// arrival lateness of a row from its window's end. A session's rows move between sessions as
+/// they merge, and a late row's own window is not the session it joined: neither holds.
+fn refuse_sessions(p: &Pipeline, function: &str) {
+    if p.def.window.is_session() {
+        EtError::NotSupported {
+            message: format!(
+                "{function} does not apply to pipeline \"{}\", which has session windows",
+                p.def.name
+            ),
+            hint: format!(
+                "The rows a session pipeline refused, with their own windows and the watermark that refused each, are in {}.",
+                p.def.view("_refused")
+            ),
+        }
+        .raise()
+    }
+}
+
 fn readable(name: &str, function: &str, views: &[&str]) -> Pipeline {
     let p = catalog::load(name);
     let caller = security::caller();
@@ -148,7 +167,7 @@ fn restate(
     if p.def.window.is_session() {
         EtError::NotSupported {
             message: format!("pipeline \"{name}\" has session windows, which cannot be restated"),
-            hint: "A refused row of a session pipeline missed its own window [event_time, event_time + session_gap), not one session: no session is the one to fold it into. eventtime.lateness() shows how many rows were refused; a longer allowed_lateness keeps them.".into(),
+            hint: "A refused row of a session pipeline missed its own window [event_time, event_time + session_gap), not one session: no session is the one to fold it into. A longer allowed_lateness keeps such rows.".into(),
         }
         .raise()
     }
@@ -258,6 +277,7 @@ fn lateness(
     let from = required(window_from, F, "window_from");
     let to = required(window_to, F, "window_to");
     let p = readable(name, F, &["_history", "_refused"]);
+    refuse_sessions(&p, F);
     require_range(from, to, F);
     let value = value.map(|column| {
         require_source(&p);
@@ -360,6 +380,7 @@ fn suggest_lateness(
         .raise()
     }
     let p = readable(name, F, &["_history", "_refused"]);
+    refuse_sessions(&p, F);
     let sql = p.def.suggest_lateness_statement();
     p.as_owner(|| {
         Spi::get_one_with_args::<Interval>(&sql, &[coverage.into(), since.into()])

@@ -109,6 +109,8 @@ SELECT pg_temp.try($$SELECT eventtime.create_pipeline(name => 'x', source => 'se
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline(name => 'x', source => 'session_pings', event_time => 'at', session_gap => '1 hour', window_origin => '2026-01-01')$$);
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline(name => 'x', source => 'session_pings', event_time => 'at')$$);
 SELECT pg_temp.try($$SELECT * FROM eventtime.restate('visits', '2026-11-30')$$);
+SELECT pg_temp.try($$SELECT * FROM eventtime.lateness('visits', '2026-11-30', '2026-12-01')$$);
+SELECT pg_temp.try($$SELECT * FROM eventtime.suggest_lateness('visits')$$);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.try($$INSERT INTO session_pings VALUES ('2026-11-30 00:05+00', 1)$$);
 ROLLBACK;
