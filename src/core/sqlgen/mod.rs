@@ -594,7 +594,7 @@ mod tests {
         let stmt = f.find(&d.session_ingest_statement()).unwrap();
         assert!(check < table && table < lock && lock < stmt);
         // The key hash of the lock is the state's.
-        assert!(f.contains("pg_catalog.hash_record(ROW(r.\"store\"))"));
+        assert!(f.contains("SELECT DISTINCT pg_catalog.hash_record(ROW(r.\"store\")) & 1023 AS h"));
         assert!(d.create_tables()[0]
             .contains("GENERATED ALWAYS AS (pg_catalog.hash_record(ROW(\"store\"))) STORED"));
         // The ledger has no window, the history a session's both bounds.
@@ -606,7 +606,7 @@ mod tests {
         d.keys.clear();
         assert!(d
             .create_trigger_function()
-            .contains("SELECT DISTINCT 0 AS h FROM new_rows r"));
+            .contains("SELECT DISTINCT 0 & 1023 AS h FROM new_rows r"));
         assert!(d
             .session_ingest_statement()
             .contains("OVER (ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING)"));

@@ -18,6 +18,10 @@
 
 use super::*;
 
+/// The number of transaction locks the keys of a session pipeline are spread over: writers of
+/// keys of the same bucket take turns.
+pub const KEY_LOCKS: i32 = 1024;
+
 impl PipelineDef {
     /// The gap of a session pipeline.
     fn gap(&self) -> i64 {
@@ -55,8 +59,10 @@ impl PipelineDef {
     /// check of the isolation level (a statement must see the sessions that the writer before it
     /// committed, so READ COMMITTED, as for a watermark lag), the state table's lock (taken before
     /// the key locks, in the order every writer and the advance take them, so that a writer
-    /// holding a key lock never waits for the advance while the advance waits for it), and one
-    /// transaction lock per key of the statement's rows, in order of key hash.
+    /// holding a key lock never waits for the advance while the advance waits for it), and the
+    /// transaction locks of the statement's keys, in order: one per bucket of [`KEY_LOCKS`] key
+    /// hashes, so that a statement of many keys takes a bounded number of locks (each is an entry
+    /// of the server's shared lock table until the transaction ends).
     pub(super) fn session_locks(&self) -> String {
         let lock = if self.watermark_lag.is_some() {
             String::new()
@@ -71,7 +77,8 @@ impl PipelineDef {
                PERFORM {INTERNAL_SCHEMA}.refuse_lag_isolation({id});\n\
              END IF;\n\
              {lock}\
-             PERFORM pg_catalog.pg_advisory_xact_lock({id}, h.h) FROM (SELECT DISTINCT {hash} AS h FROM new_rows r ORDER BY 1) h;\n",
+             PERFORM pg_catalog.pg_advisory_xact_lock({id}, h.h) FROM (SELECT DISTINCT {hash} & {mask} AS h FROM new_rows r ORDER BY 1) h;\n",
+            mask = KEY_LOCKS - 1,
             id = self.id,
             hash = self.key_hash(Some("r")),
         )
