@@ -18,7 +18,7 @@ CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR
 
 -- trigger function
 CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
+SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off AS $eventtime$
 #variable_conflict use_column
 <<pg_eventtime>>
 DECLARE
@@ -88,14 +88,14 @@ RETURNING 1
 live AS MATERIALIZED (
 SELECT l.* FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b
 CROSS JOIN LATERAL (
-SELECT s.ctid AS _et_tid, s."store", s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
+SELECT s.ctid AS _et_tid, s."store", s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
 FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND b."store" IS NOT DISTINCT FROM s."store" OFFSET 0
 ) l
 ),
 members AS (
-SELECT "store", ws, we, NULL::tid AS _et_tid, NULL::integer AS version, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch
+SELECT "store", _et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch
 UNION ALL
-SELECT "store", ws, we, _et_tid, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n", false FROM live
+SELECT "store", _et_h, ws, we, _et_tid, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n", false FROM live
 ),
 grouped AS MATERIALIZED (
 SELECT g.*, sum(g._et_brk) OVER (PARTITION BY "store" ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl
@@ -103,7 +103,7 @@ FROM (SELECT m.*, CASE WHEN m.ws < max(m.we) OVER (PARTITION BY "store" ORDER BY
 FROM members m) g
 ),
 islands AS MATERIALIZED (
-SELECT "store", _et_isl, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,
+SELECT "store", _et_isl, min(_et_h) AS _et_h, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,
 min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,
 max(version) AS _et_live_version,
 (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,
@@ -124,7 +124,7 @@ FROM res r WHERE s.ctid = ANY (ARRAY(SELECT _et_survivor FROM res)) AND s.ctid =
 ),
 absorbed AS (
 DELETE FROM _eventtime."p7_state" s WHERE s.ctid = ANY (ARRAY(
-SELECT g._et_tid FROM grouped g JOIN res r ON g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store"
+SELECT g._et_tid FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store"
 WHERE g._et_tid IS NOT NULL AND g._et_tid <> r._et_survivor))
 ),
 formed AS (
@@ -137,7 +137,7 @@ SELECT r."store", r.ws, r.we, r.version, 'late', NULL::tstzrange, (r."_et_a0")::
 FROM res r CROSS JOIN wm WHERE r._et_write
 UNION ALL
 SELECT g."store", g.ws, g.we, g.version + 1, 'merged', pg_catalog.tstzrange(r.ws, r.we), (g."_et_a0")::bigint, (g."_et_a1" / NULLIF(g."_et_a1_n", 0))::numeric, wm.w, g._et_n, g."_et_a0", g."_et_a1", g."_et_a1_n"
-FROM grouped g JOIN res r ON g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store" CROSS JOIN wm
+FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store" CROSS JOIN wm
 WHERE NOT r.joined AND g.version > 0
 RETURNING kind
 ),

@@ -183,7 +183,7 @@ impl PipelineDef {
              live AS MATERIALIZED (\n\
                SELECT l.* FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b\n\
                CROSS JOIN LATERAL (\n\
-                 SELECT s.ctid AS _et_tid, {ks}s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
+                 SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
                  FROM {state} s WHERE s._et_h = b._et_h{key_match} OFFSET 0\n\
                ) l\n\
              ),\n",
@@ -195,9 +195,9 @@ impl PipelineDef {
         // members before it (strict overlap).
         sql += &format!(
             "members AS (\n\
-               SELECT {k}ws, we, NULL::tid AS _et_tid, NULL::integer AS version, {n}{accs_cast}, true AS _et_new FROM batch\n\
+               SELECT {k}_et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, {n}{accs_cast}, true AS _et_new FROM batch\n\
                UNION ALL\n\
-               SELECT {k}ws, we, _et_tid, version, {n}{accs_plain}, false FROM live\n\
+               SELECT {k}_et_h, ws, we, _et_tid, version, {n}{accs_plain}, false FROM live\n\
              ),\n\
              grouped AS MATERIALIZED (\n\
                SELECT g.*, sum(g._et_brk) OVER ({partition}ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl\n\
@@ -224,7 +224,7 @@ impl PipelineDef {
         // it is already due.
         sql += &format!(
             "islands AS MATERIALIZED (\n\
-               SELECT {k}_et_isl, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,\n\
+               SELECT {k}_et_isl, min(_et_h) AS _et_h, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,\n\
                       min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,\n\
                       max(version) AS _et_live_version,\n\
                       (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,\n\
@@ -240,8 +240,14 @@ impl PipelineDef {
                CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i._et_live_we AS joined) j\n\
              ),\n",
         );
-        let key_island =
-            |a: &str, b: &str| format!("{a}._et_isl = {b}._et_isl{}", self.same_key(a, b));
+        // An island is its key and its number among the key's islands; with the key hash, the
+        // join hashes on both, not on island numbers alone, which repeat from key to key.
+        let key_island = |a: &str, b: &str| {
+            format!(
+                "{a}._et_h = {b}._et_h AND {a}._et_isl = {b}._et_isl{}",
+                self.same_key(a, b)
+            )
+        };
         let set_accs: String = accs.iter().map(|c| format!(", {c} = r.{c}")).collect();
         let history_cols = format!(
             "{k}window_start, window_end, version, kind, merged_into, {aliases}watermark, {state_cols}",

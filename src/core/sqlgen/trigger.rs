@@ -167,7 +167,7 @@ impl PipelineDef {
             .collect();
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
-             SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$\n\
+             SET search_path = pg_catalog, pg_temp SET jit = off{no_seqscan} AS $eventtime$\n\
              #variable_conflict use_column\n\
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
@@ -195,6 +195,10 @@ impl PipelineDef {
             f = self.trigger_function(),
             branches = self.branches(),
             session_locks = if self.window.is_session() { self.session_locks() } else { String::new() },
+            // The session statement looks each key's live sessions up by index and its state
+            // rows up by tid: a plan cached while the state was empty must not scan the whole
+            // state once per key.
+            no_seqscan = if self.window.is_session() { " SET enable_seqscan = off" } else { "" },
             merged_var = if self.window.is_session() { " n_merged bigint := 0;" } else { "" },
             id = self.id,
         )
