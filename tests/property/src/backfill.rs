@@ -66,6 +66,36 @@
 //! `firings`; and version 1 of a window that had no rows at its main firing (kind `late`): it is
 //! written by the first statement that brings the window a row, so it holds one live row but all
 //! the rows of that watermark in the backfill. Its kind, watermark and latest values still agree.
+//!
+//! Sessions (`sessions()`; SPEC §7 and the session contract). A row's landing still depends only
+//! on its own window `[t, t + gap)` and the pipeline watermark, so the same rows are accepted,
+//! refused and found duplicate; and between two moves of the watermark (nothing is purged there)
+//! the islands of strict overlap that a key's rows and live sessions form do not depend on how
+//! the rows are grouped into statements. So every advance finds the same live sessions, with the
+//! same bounds, rows and fired state, and fires and purges them alike: points 1, 3 and 4 hold as
+//! stated, except that the `_sealed` of a feed of smaller statements also has version 1 of its
+//! intermediate sessions (below). Point 2 cannot hold for sessions, by SPEC, because statement
+//! boundaries change what merging writes:
+//! - a statement that forms a session already due (end <= watermark) writes it at once (version
+//!   1, `late`); a later statement under the same watermark that extends it absorbs it (`merged`).
+//!   The backfill, with those rows in one statement, forms only the final session: such
+//!   *intermediate* sessions exist in the live history only;
+//! - `merged_into` names the session that absorbed it first: in live, that may be an
+//!   intermediate, or a session that never published (its end ahead of the watermark) and was
+//!   absorbed in turn before the next move;
+//! - late rows that join a fired session, then rows that extend it, under one watermark: live
+//!   writes a late version, then a merged one repeating it; the backfill absorbs the session with
+//!   one statement, its merged version repeating the version before those rows.
+//!
+//! For sessions, point 2 is therefore checked as follows, exactly: every session of the backfill
+//! history is in the live (and per_run) history; each session that the backfill lacks has all its
+//! versions under one watermark, a late version 1 and a merged last version; in every feed a
+//! merged version repeats the values of the version before it and `merged_into` is set exactly
+//! on merged versions; for each session of the backfill, live's versions, with the late versions
+//! written just before its merged version under the same watermark dropped (the merged version
+//! then repeating the version now before it) and collapsed as above, equal the backfill's (all
+//! but `merged_into`); and live's `merged_into`, followed through live's intermediate sessions,
+//! reaches the backfill's, or a session that never published and lies inside the backfill's.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -90,7 +120,11 @@ pub struct Shape {
     pub label: &'static str,
     /// The RNG streams of the log, and of the backfill's choice of INSERT or COPY.
     pub streams: (u64, u64),
+    /// The windows; for sessions, only the pace of event times around the watermark (windows
+    /// of the gap's size).
     pub spec: WindowSpec,
+    /// Session windows with this gap (SPEC §7) instead of `spec`'s.
+    pub session_gap: Option<i64>,
     pub lateness: i64,
     /// The window arguments of `create_pipeline`, as SQL.
     pub window_sql: &'static str,
@@ -111,6 +145,7 @@ impl Shape {
 pub fn hourly() -> Shape {
     Shape {
         label: "backfill",
+        session_gap: None,
         streams: (4, 5),
         spec: WindowSpec::tumbling(HOUR, 0),
         lateness: 30 * MINUTE,
@@ -126,6 +161,7 @@ pub fn hourly() -> Shape {
 pub fn hopping() -> Shape {
     Shape {
         label: "backfill_hopping",
+        session_gap: None,
         streams: (9, 10),
         spec: WindowSpec::hopping(2 * HOUR, 45 * MINUTE, 0),
         lateness: 30 * MINUTE,
@@ -142,6 +178,7 @@ pub fn hopping() -> Shape {
 pub fn calendar_hopping() -> Shape {
     Shape {
         label: "backfill_calendar",
+        session_gap: None,
         streams: (11, 12),
         spec: WindowSpec::months(2, 1, 0),
         lateness: 5 * DAY,
@@ -150,6 +187,25 @@ pub fn calendar_hopping() -> Shape {
         unit: 7 * DAY,
         start: utc("2024-01-01 00:00"),
         steps: 160,
+    }
+}
+
+/// Session windows (SPEC §7) with a gap of 40 minutes and 30 minutes of grace, a log that moves
+/// by about half an hour a step; half of the fresh rows are aimed at a recent row of their key,
+/// touching, extending or overlapping its window. What of the definition holds for sessions is
+/// in the module documentation.
+pub fn sessions() -> Shape {
+    Shape {
+        label: "backfill_sessions",
+        session_gap: Some(40 * MINUTE),
+        streams: (15, 16),
+        spec: WindowSpec::tumbling(40 * MINUTE, 0),
+        lateness: 30 * MINUTE,
+        window_sql:
+            "session_gap => interval '40 minutes', allowed_lateness => interval '30 minutes'",
+        unit: 30 * MINUTE,
+        start: utc("2026-07-01 00:00"),
+        steps: 240,
     }
 }
 
@@ -307,13 +363,60 @@ impl Generator<'_> {
                 self.rng.random_range(0..=2),
             ))
         };
-        vec![
+        let mut row = vec![
             id,
             Val::Text(SOURCES[source].into()),
             k,
             amount,
             Val::Ts(self.event_time(source)),
-        ]
+        ];
+        if let Some(gap) = self.shape.session_gap {
+            self.aim(gap, &mut row);
+        }
+        row
+    }
+
+    /// Sessions: half the time, the key of a recent row and an event time whose window touches
+    /// that row's window at either end, extends it by up to half the gap, or overlaps it.
+    fn aim(&mut self, gap: i64, row: &mut [Val]) {
+        if self.sent.is_empty() || self.rng.random_bool(0.5) {
+            return;
+        }
+        let from = self.sent.len().saturating_sub(15);
+        let old = &self.sent[self.rng.random_range(from..self.sent.len())];
+        let (k, t0) = match old[4] {
+            Val::Ts(t) => (old[2].clone(), t),
+            ref v => unreachable!("event time {v:?}"),
+        };
+        let by = self.rng.random_range(1..=gap / 2);
+        let t = match self.rng.random_range(0..5) {
+            0 => t0 + gap,
+            1 => t0 - gap,
+            2 => t0 + gap - by,
+            3 => t0 - gap + by,
+            _ => t0 + self.rng.random_range(1 - gap..gap),
+        };
+        row[2] = k;
+        row[4] = Val::Ts(t);
+    }
+
+    /// Sessions: the end of a recent row's window after `c`, where a session may end.
+    fn session_end(&mut self, c: i64, gap: i64) -> i64 {
+        let ends: Vec<i64> = self
+            .sent
+            .iter()
+            .rev()
+            .take(30)
+            .filter_map(|r| match r[4] {
+                Val::Ts(t) if t + gap > c => Some(t + gap),
+                _ => None,
+            })
+            .collect();
+        if ends.is_empty() {
+            c + gap
+        } else {
+            ends[self.rng.random_range(0..ends.len())]
+        }
     }
 
     fn deliver(&mut self) -> Step {
@@ -359,7 +462,10 @@ impl Generator<'_> {
                 }
                 // Onto the next window end or deadline (both after c), or a microsecond before.
                 55..70 => {
-                    let end = self.shape.spec.next_end(c);
+                    let end = match self.shape.session_gap {
+                        Some(gap) => self.session_end(c, gap),
+                        None => self.shape.spec.next_end(c),
+                    };
                     let b = if self.rng.random_bool(0.5) {
                         end
                     } else {
@@ -477,10 +583,12 @@ struct Version {
     kind: String,
     aggregates: Vec<Option<String>>,
     watermark: String,
+    /// Sessions: the bounds of `merged_into`, in microseconds.
+    merged_into: Option<(String, String)>,
 }
 
-/// (k, window start in microseconds).
-type Win = (Option<String>, String);
+/// (k, window start, window end in microseconds): two sessions of a key may share a start.
+type Win = (Option<String>, String, String);
 type History = BTreeMap<Win, Vec<Version>>;
 
 /// Groups consecutive versions with the same (kind, watermark), keeps the last of each group and
@@ -699,9 +807,15 @@ impl Run<'_> {
     }
 
     fn history(&mut self, mode: Mode) -> History {
+        // Only session pipelines have `merged_into`.
+        let merged_into = if self.shape.session_gap.is_some() {
+            "us(lower(merged_into)), us(upper(merged_into))"
+        } else {
+            "NULL, NULL"
+        };
         let rows = self.rows(&format!(
-            "SELECT k, us(window_start), version::text, kind, n::text, total::text, hi::text, us(watermark) \
-             FROM {}_history",
+            "SELECT k, us(window_start), version::text, kind, n::text, total::text, hi::text, us(watermark), \
+                    us(window_end), {merged_into} FROM {}_history",
             mode.pipeline()
         ));
         let mut out: History = BTreeMap::new();
@@ -711,8 +825,9 @@ impl Run<'_> {
                 kind: r[3].clone().unwrap(),
                 aggregates: r[4..7].to_vec(),
                 watermark: r[7].clone().unwrap(),
+                merged_into: r[9].clone().zip(r[10].clone()),
             };
-            out.entry((r[0].clone(), r[1].clone().unwrap()))
+            out.entry((r[0].clone(), r[1].clone().unwrap(), r[8].clone().unwrap()))
                 .or_default()
                 .push(v);
         }
@@ -816,6 +931,183 @@ fn compare_histories(ctx: &str, name: &str, raw: &History, backfill: &History) {
         );
     }
     panic!("{ctx}: the {name} history, collapsed, differs from the backfill history{report}");
+}
+
+/// A watermark as `us()` writes it, as a number: `'infinity'` after every other.
+fn micros(text: &str) -> i64 {
+    if text == "infinity" {
+        INFINITY
+    } else {
+        text.parse().expect("microseconds")
+    }
+}
+
+/// Sessions: the versions of a session that the backfill also has, in a feed of smaller
+/// statements, brought to what the backfill writes (see the module documentation). If the
+/// session was absorbed, the late versions its key's statements wrote under the watermark of
+/// its `merged` version, just before it, are dropped, and the `merged` version takes the values
+/// of the version now before it; then `merged_into` is left out (it is compared apart) and the
+/// versions are collapsed as for other windows.
+fn normalize_session(versions: &[Version]) -> Vec<Version> {
+    let mut v = versions.to_vec();
+    if let Some(last) = v.last().cloned() {
+        if last.kind == "merged" {
+            let n = v.len() - 1;
+            let mut i = n;
+            while i > 0 && v[i - 1].kind == "late" && v[i - 1].watermark == last.watermark {
+                i -= 1;
+            }
+            v.drain(i..n);
+            if i > 0 {
+                v[i].aggregates = v[i - 1].aggregates.clone();
+            }
+        }
+    }
+    for x in &mut v {
+        x.merged_into = None;
+    }
+    collapse(&v)
+}
+
+/// What `compare_session_histories` found in a feed of smaller statements.
+#[derive(Default)]
+struct SessionFeed {
+    /// Its sessions absent from the backfill history.
+    intermediates: std::collections::BTreeSet<Win>,
+    /// Merged versions whose `merged_into` is not the backfill's: reached through intermediate
+    /// sessions, or a session inside it that never published.
+    through_intermediates: usize,
+    unpublished: usize,
+}
+
+/// Backfill equals live for sessions, as far as SPEC lets it hold (module documentation).
+fn compare_session_histories(
+    ctx: &str,
+    name: &str,
+    raw: &History,
+    backfill: &History,
+) -> SessionFeed {
+    let show = |vs: &[Version]| -> String {
+        vs.iter()
+            .map(|v| {
+                format!(
+                    "\n      v{} {} {:?} watermark {}{}",
+                    v.version,
+                    v.kind,
+                    v.aggregates,
+                    v.watermark,
+                    v.merged_into
+                        .as_ref()
+                        .map(|r| format!(" merged_into [{}, {})", r.0, r.1))
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    // A merged version repeats the values of the version before it, in every feed.
+    for (feed, h) in [(name, raw), ("backfill", backfill)] {
+        for (w, vs) in h {
+            for (i, v) in vs.iter().enumerate() {
+                if v.kind == "merged" {
+                    assert!(
+                        i > 0 && vs[i - 1].aggregates == v.aggregates && v.merged_into.is_some(),
+                        "{ctx}: {feed}: session {w:?}: a merged version has merged_into and the values \
+                         of the version before it{}",
+                        show(vs)
+                    );
+                }
+                assert_eq!(
+                    v.merged_into.is_some(),
+                    v.kind == "merged",
+                    "{ctx}: {feed}: session {w:?}: merged_into is set exactly on merged versions{}",
+                    show(vs)
+                );
+            }
+        }
+    }
+    let missing: Vec<&Win> = backfill.keys().filter(|w| !raw.contains_key(w)).collect();
+    assert!(
+        missing.is_empty(),
+        "{ctx}: sessions of the backfill history missing from the {name} history: {missing:?}"
+    );
+    // Formed already due (a late version 1) and absorbed under the same watermark.
+    let intermediates: std::collections::BTreeSet<Win> = raw
+        .keys()
+        .filter(|w| !backfill.contains_key(w))
+        .cloned()
+        .collect();
+    for w in &intermediates {
+        let vs = &raw[w];
+        let one_watermark = vs.iter().all(|v| v.watermark == vs[0].watermark);
+        assert!(
+            vs[0].kind == "late" && vs.last().unwrap().kind == "merged" && one_watermark,
+            "{ctx}: {name}: session {w:?} is not in the backfill history, so it must have been formed \
+             and absorbed under one watermark: a late version 1, a merged last version{}",
+            show(vs)
+        );
+    }
+    let mut report = String::new();
+    let mut shown = 0;
+    let (mut through_intermediates, mut unpublished_seen) = (0, 0);
+    for (w, b) in backfill {
+        let r = &raw[w];
+        let (nr, nb) = (normalize_session(r), normalize_session(b));
+        let mut problem = None;
+        if nr != nb {
+            problem = Some("normalized versions differ".to_string());
+        } else if let (Some(last_r), Some(last_b)) = (r.last(), b.last()) {
+            if let (Some(into_r), Some(into_b)) = (&last_r.merged_into, &last_b.merged_into) {
+                // Follow the absorbing sessions the raw feed formed and absorbed under the same
+                // watermark, as far as its history shows them.
+                let mut at = (w.0.clone(), into_r.0.clone(), into_r.1.clone());
+                while intermediates.contains(&at) {
+                    let next = raw[&at].last().unwrap().merged_into.clone().unwrap();
+                    at = (w.0.clone(), next.0, next.1);
+                }
+                let reached = (at.1.clone(), at.2.clone());
+                let inside = micros(&into_b.0) <= micros(&reached.0)
+                    && micros(&reached.1) <= micros(&into_b.1);
+                // One that never published (its end still ahead of the watermark), absorbed
+                // in turn before the next move: the backfill names the session it ended in.
+                let unpublished = !raw.contains_key(&at)
+                    && micros(&reached.1) > micros(&last_r.watermark)
+                    && inside;
+                if into_r != into_b && &reached == into_b {
+                    through_intermediates += 1;
+                } else if &reached != into_b && unpublished {
+                    unpublished_seen += 1;
+                }
+                if &reached != into_b && !unpublished {
+                    problem = Some(format!(
+                        "merged_into: {name} reaches [{}, {}) through its intermediate sessions, the backfill \
+                         names [{}, {})",
+                        reached.0, reached.1, into_b.0, into_b.1
+                    ));
+                }
+            }
+        }
+        if let Some(p) = problem {
+            shown += 1;
+            if shown > 5 {
+                report += "\n  ...";
+                break;
+            }
+            report += &format!(
+                "\n  session {w:?}: {p}\n    {name}:{}\n    {name} normalized:{}\n    backfill:{}",
+                show(r),
+                show(&nr),
+                show(b)
+            );
+        }
+    }
+    if !report.is_empty() {
+        panic!("{ctx}: the {name} history of sessions, normalized, differs from the backfill history{report}");
+    }
+    SessionFeed {
+        intermediates,
+        through_intermediates,
+        unpublished: unpublished_seen,
+    }
 }
 
 fn assert_same(ctx: &str, what: &str, name: &str, got: &[Row], backfill: &[Row]) {
@@ -936,9 +1228,18 @@ pub fn run(shape: &Shape, seed: u64) {
         "{ctx}: the backfill history has two consecutive versions with the same kind and watermark"
     );
     let mut histories = BTreeMap::new();
+    // Sessions formed and absorbed between two moves of the pipeline watermark, in the feeds of
+    // smaller statements: they have no counterpart in the backfill.
+    let mut feeds: BTreeMap<Mode, SessionFeed> = BTreeMap::new();
     for mode in [Mode::Live, Mode::PerRun] {
         let h = run.history(mode);
-        compare_histories(&ctx, mode.pipeline(), &h, &backfill);
+        if shape.session_gap.is_some() {
+            let found = compare_session_histories(&ctx, mode.pipeline(), &h, &backfill);
+            feeds.insert(mode, found);
+        } else {
+            compare_histories(&ctx, mode.pipeline(), &h, &backfill);
+            feeds.insert(mode, SessionFeed::default());
+        }
         histories.insert(mode, h);
     }
     histories.insert(Mode::Backfill, backfill);
@@ -952,10 +1253,14 @@ pub fn run(shape: &Shape, seed: u64) {
             .cloned()
             .collect::<Vec<_>>()
     };
-    let late_windows = |rows: &[Row]| {
+    let late_windows = |rows: &[Row], leave_out: &std::collections::BTreeSet<Win>| {
         rows.iter()
             .filter(|r| r[4].as_deref() != Some("main"))
-            .map(|r| (r[0].clone(), r[1].clone(), r[4].clone()))
+            .filter(|r| {
+                let win = (r[0].clone(), r[1].clone().unwrap(), r[2].clone().unwrap());
+                !leave_out.contains(&win)
+            })
+            .map(|r| (r[0].clone(), r[1].clone(), r[2].clone(), r[4].clone()))
             .collect::<Vec<_>>()
     };
     let mut late_v1_differ = 0;
@@ -977,13 +1282,14 @@ pub fn run(shape: &Shape, seed: u64) {
             &main(&sealed),
         );
         assert_eq!(
-            late_windows(&got),
-            late_windows(&sealed),
-            "{ctx}: {}: windows whose version 1 is late",
+            late_windows(&got, &feeds[&mode].intermediates),
+            late_windows(&sealed, &Default::default()),
+            "{ctx}: {}: windows whose version 1 is late (sessions formed and absorbed between two \
+             moves of the watermark left out)",
             mode.pipeline()
         );
         if mode == Mode::Live {
-            late_v1_differ = got.iter().zip(&sealed).filter(|(a, b)| a != b).count();
+            late_v1_differ = got.iter().filter(|r| !sealed.contains(r)).count();
         }
     }
     let counters: BTreeMap<Mode, Row> = MODES.iter().map(|&m| (m, run.counters(m))).collect();
@@ -1050,7 +1356,7 @@ pub fn run(shape: &Shape, seed: u64) {
     println!(
         "backfill equals live ({}): {} steps ({} deliveries of {rows_sent} rows, {advances} advances, {idles} mark_idle, \
          {moves} moved the pipeline watermark); refused {}, duplicates {}; firings live {}, per_run {}, backfill {}; \
-         {} windows, {} of them with a late version 1 that differs",
+         {} windows, {} of them with a late version 1 that differs{}",
         shape.label,
         log.steps.len(),
         log.steps.len() - advances - idles,
@@ -1060,7 +1366,32 @@ pub fn run(shape: &Shape, seed: u64) {
         firings(Mode::PerRun),
         firings(Mode::Backfill),
         histories[&Mode::Backfill].len(),
-        late_v1_differ
+        late_v1_differ,
+        if shape.session_gap.is_some() {
+            let merged = |m: Mode| {
+                histories[&m]
+                    .values()
+                    .flatten()
+                    .filter(|v| v.kind == "merged")
+                    .count()
+            };
+            format!(
+                "; merged versions live {}, per_run {}, backfill {}; intermediate sessions live {}, per_run {}; \
+                 merged_into reached through intermediates live {}, per_run {}, inside the backfill's \
+                 (never published) live {}, per_run {}",
+                merged(Mode::Live),
+                merged(Mode::PerRun),
+                merged(Mode::Backfill),
+                feeds[&Mode::Live].intermediates.len(),
+                feeds[&Mode::PerRun].intermediates.len(),
+                feeds[&Mode::Live].through_intermediates,
+                feeds[&Mode::PerRun].through_intermediates,
+                feeds[&Mode::Live].unpublished,
+                feeds[&Mode::PerRun].unpublished,
+            )
+        } else {
+            String::new()
+        }
     );
     drop(run);
     db::drop_database(&dbname);
@@ -1076,6 +1407,7 @@ mod tests {
             kind: kind.into(),
             aggregates: vec![Some(n.into())],
             watermark: watermark.into(),
+            merged_into: None,
         }
     }
 
@@ -1097,6 +1429,44 @@ mod tests {
         );
         let late_first = [v(1, "late", "1", "10"), v(2, "late", "2", "10")];
         assert_eq!(collapse(&late_first), [v(1, "late", "2", "10")]);
+    }
+
+    #[test]
+    fn a_session_absorbed_after_late_versions_under_the_same_watermark() {
+        let mut merged = v(5, "merged", "4", "30");
+        merged.merged_into = Some(("0".into(), "99".into()));
+        let live = [
+            v(1, "main", "1", "10"),
+            v(2, "late", "2", "20"),
+            v(3, "late", "3", "30"),
+            v(4, "late", "4", "30"),
+            merged,
+        ];
+        // The backfill absorbed it with the statement that held those late rows: its merged
+        // version repeats version 2.
+        assert_eq!(
+            normalize_session(&live),
+            [
+                v(1, "main", "1", "10"),
+                v(2, "late", "2", "20"),
+                v(3, "merged", "2", "30")
+            ]
+        );
+        // A main version under that watermark stays: it was written by the advance.
+        let main_then_merged = [
+            v(1, "main", "1", "30"),
+            v(2, "late", "2", "30"),
+            v(3, "merged", "2", "30"),
+        ];
+        assert_eq!(
+            normalize_session(&main_then_merged),
+            [v(1, "main", "1", "30"), v(2, "merged", "1", "30")]
+        );
+        let never_absorbed = [v(1, "late", "1", "30"), v(2, "late", "2", "30")];
+        assert_eq!(
+            normalize_session(&never_absorbed),
+            [v(1, "late", "2", "30")]
+        );
     }
 
     #[test]

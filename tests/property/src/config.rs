@@ -333,3 +333,121 @@ pub fn calendar_hopping() -> Config {
         start: utc("2023-06-01 00:00"),
     }
 }
+
+/// A session pipeline (SPEC §7 and the session contract): `session_gap` instead of a window
+/// size. The columns play the roles of `Config`'s; `sessions` drives it against `session_model`.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub label: &'static str,
+    pub stream: u64,
+    pub schema: &'static str,
+    pub table: &'static str,
+    pub pipeline: &'static str,
+    pub columns: Vec<Column>,
+    pub keys: Vec<&'static str>,
+    /// The gap in microseconds, and as `create_pipeline` is given it.
+    pub gap: i64,
+    pub gap_sql: &'static str,
+    pub lateness: i64,
+    pub lateness_sql: &'static str,
+    /// How far a random watermark advance goes, at most one and a half times this.
+    pub advance: i64,
+    pub aggregates: &'static str,
+    pub aliases: Vec<&'static str>,
+    pub steps: usize,
+    pub start: i64,
+}
+
+impl SessionConfig {
+    pub fn source(&self) -> String {
+        format!("{}.{}", quote_ident(self.schema), quote_ident(self.table))
+    }
+
+    pub fn view(&self, suffix: &str) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(self.schema),
+            quote_ident(&format!("{}{suffix}", self.pipeline))
+        )
+    }
+
+    fn position(&self, pred: impl Fn(&Column) -> bool) -> Option<usize> {
+        self.columns.iter().position(pred)
+    }
+
+    pub fn event_time(&self) -> usize {
+        self.position(|c| matches!(c.role, Role::EventTime))
+            .expect("an event time column")
+    }
+
+    pub fn event_id(&self) -> Option<usize> {
+        self.position(|c| matches!(c.role, Role::EventId { .. }))
+    }
+
+    pub fn key_indexes(&self) -> Vec<usize> {
+        self.keys
+            .iter()
+            .map(|k| {
+                self.position(|c| c.name == *k)
+                    .unwrap_or_else(|| panic!("no column {k}"))
+            })
+            .collect()
+    }
+}
+
+/// (g) Sessions of visits per user, NULL user included: a 20-minute gap, 30 minutes of grace and
+/// a watermark that moves by about a quarter of an hour, so that late rows join, extend and
+/// bridge sessions that fired; a bigint event id, deduplicated per user for the pipeline's life.
+pub fn sessions_per_user() -> SessionConfig {
+    SessionConfig {
+        label: "sessions_per_user",
+        stream: 13,
+        schema: "public",
+        table: "visits",
+        pipeline: "visit_sessions",
+        columns: vec![
+            col("click_id", "bigint", Role::EventId { text_prefix: None }, 3),
+            col("user_id", "text", Role::Key(&["ada", "bob", "cyd"]), 15),
+            col("amount", "numeric", Role::Amount, 10),
+            col("at", "timestamptz", Role::EventTime, 0),
+            col("note", "text", Role::Note, 30),
+        ],
+        keys: vec!["user_id"],
+        gap: 20 * MINUTE,
+        gap_sql: "20 minutes",
+        lateness: 30 * MINUTE,
+        lateness_sql: "30 minutes",
+        advance: 15 * MINUTE,
+        aggregates: "count(*) AS clicks, sum(amount) AS total, avg(amount) AS mean, \
+                     max(amount) AS hi, count(note) AS notes",
+        aliases: vec!["clicks", "total", "mean", "hi", "notes"],
+        steps: 90,
+        start: utc("2026-05-01 08:00"),
+    }
+}
+
+/// (h) One unkeyed session stream without event ids, names that need quoting, and a gap given
+/// in days (a day counts as 24 hours), with half a day of grace.
+pub fn sessions_unkeyed_daily() -> SessionConfig {
+    SessionConfig {
+        label: "sessions_unkeyed_daily",
+        stream: 14,
+        schema: "Web Logs",
+        table: "Page Views",
+        pipeline: "Visits By Day",
+        columns: vec![
+            col("Seen At", "timestamptz", Role::EventTime, 0),
+            col("Qty", "integer", Role::Qty, 5),
+        ],
+        keys: vec![],
+        gap: DAY,
+        gap_sql: "1 day",
+        lateness: 12 * HOUR,
+        lateness_sql: "12 hours",
+        advance: 18 * HOUR,
+        aggregates: "count(*) AS \"Views\", sum(\"Qty\") AS \"Total Qty\", min(\"Qty\") AS lo",
+        aliases: vec!["Views", "Total Qty", "lo"],
+        steps: 50,
+        start: utc("2026-05-01 00:00"),
+    }
+}

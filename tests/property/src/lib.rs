@@ -10,7 +10,11 @@
 //! `backfill` checks a metamorphic property instead of a model: one stored event log over three
 //! watermark sources, fed live (a statement per row) and as a backfill (a statement per
 //! pipeline watermark), publishes the same results once the live late versions are collapsed;
-//! for tumbling, hopping and hopping calendar windows.
+//! for tumbling, hopping and hopping calendar windows, and for session windows as far as SPEC §7
+//! lets it hold (see `backfill`).
+//!
+//! `sessions` drives session pipelines against `session_model`, an independent model of SPEC §7's
+//! session windows: islands of strict overlap, merges of fired sessions, `merged` versions.
 
 pub mod account;
 pub mod backfill;
@@ -18,6 +22,8 @@ pub mod config;
 pub mod db;
 pub mod model;
 pub mod scenario;
+pub mod session_model;
+pub mod sessions;
 pub mod values;
 pub mod windows;
 pub mod worked_example;

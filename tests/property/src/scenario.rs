@@ -1358,58 +1358,68 @@ impl<'a> Scenario<'a> {
     }
 
     /// Compares two multisets of rows and names the rows missing on either side.
-    fn assert_same_rows(&self, what: &str, mut actual: Vec<Row>, mut expected: Vec<Row>) {
-        actual.sort();
-        expected.sort();
-        if actual == expected {
-            return;
-        }
-        let (mut missing, mut unexpected) = (Vec::new(), Vec::new());
-        let (mut i, mut j) = (0, 0);
-        while i < actual.len() || j < expected.len() {
-            match (actual.get(i), expected.get(j)) {
-                (Some(a), Some(e)) if a == e => {
-                    i += 1;
-                    j += 1;
-                }
-                (Some(a), Some(e)) if a < e => {
-                    unexpected.push(a);
-                    i += 1;
-                }
-                (Some(a), None) => {
-                    unexpected.push(a);
-                    i += 1;
-                }
-                (_, Some(e)) => {
-                    missing.push(e);
-                    j += 1;
-                }
-                (None, None) => unreachable!(),
-            }
-        }
-        let show = |rows: &[&Row]| {
-            rows.iter()
-                .take(8)
-                .map(|r| format!("\n    {r:?}"))
-                .collect::<String>()
-                + &if rows.len() > 8 {
-                    format!("\n    ... {} more", rows.len() - 8)
-                } else {
-                    String::new()
-                }
-        };
-        panic!(
-            "{}: {what} differs from the model ({} rows, expected {})\n  expected but missing:{}\n  present but not expected:{}",
-            self.ctx(),
-            actual.len(),
-            expected.len(),
-            show(&missing),
-            show(&unexpected)
-        );
+    fn assert_same_rows(&self, what: &str, actual: Vec<Row>, expected: Vec<Row>) {
+        assert_same_rows(&self.ctx(), what, actual, expected);
     }
 }
 
-fn truncate(sql: &str) -> String {
+/// Compares two multisets of rows and panics naming the rows missing on either side, after
+/// `ctx` (where the failure happened, and how to replay it).
+pub fn assert_same_rows(
+    ctx: &dyn fmt::Display,
+    what: &str,
+    mut actual: Vec<Row>,
+    mut expected: Vec<Row>,
+) {
+    actual.sort();
+    expected.sort();
+    if actual == expected {
+        return;
+    }
+    let (mut missing, mut unexpected) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < actual.len() || j < expected.len() {
+        match (actual.get(i), expected.get(j)) {
+            (Some(a), Some(e)) if a == e => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(e)) if a < e => {
+                unexpected.push(a);
+                i += 1;
+            }
+            (Some(a), None) => {
+                unexpected.push(a);
+                i += 1;
+            }
+            (_, Some(e)) => {
+                missing.push(e);
+                j += 1;
+            }
+            (None, None) => unreachable!(),
+        }
+    }
+    let show = |rows: &[&Row]| {
+        rows.iter()
+            .take(8)
+            .map(|r| format!("\n    {r:?}"))
+            .collect::<String>()
+            + &if rows.len() > 8 {
+                format!("\n    ... {} more", rows.len() - 8)
+            } else {
+                String::new()
+            }
+    };
+    panic!(
+        "{ctx}: {what} differs from the model ({} rows, expected {})\n  expected but missing:{}\n  present but not expected:{}",
+        actual.len(),
+        expected.len(),
+        show(&missing),
+        show(&unexpected)
+    );
+}
+
+pub fn truncate(sql: &str) -> String {
     if sql.len() <= 2000 {
         return sql.to_string();
     }

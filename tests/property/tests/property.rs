@@ -1,7 +1,7 @@
 //! The property test proper; see the crate documentation. Each test uses its own database, so
 //! they run in parallel.
 
-use eventtime_property::{backfill, config, scenario, seed, worked_example};
+use eventtime_property::{backfill, config, scenario, seed, sessions, worked_example};
 
 #[test]
 fn keyed_hourly_with_null_keys_and_event_ids() {
@@ -39,6 +39,11 @@ fn backfill_equals_live_calendar_hopping() {
 }
 
 #[test]
+fn backfill_equals_live_sessions() {
+    backfill::run(&backfill::sessions(), seed());
+}
+
+#[test]
 fn hopping_fixed_three_hours_every_hour() {
     scenario::run(&config::hopping_3h(), seed());
 }
@@ -51,4 +56,14 @@ fn calendar_monthly_in_utc() {
 #[test]
 fn calendar_hopping_three_months_every_month() {
     scenario::run(&config::calendar_hopping(), seed());
+}
+
+#[test]
+fn sessions_per_user_with_null_users_and_event_ids() {
+    sessions::run(&config::sessions_per_user(), seed());
+}
+
+#[test]
+fn sessions_unkeyed_with_a_gap_of_a_day() {
+    sessions::run(&config::sessions_unkeyed_daily(), seed());
 }
