@@ -23,7 +23,30 @@ pub fn pg_bin() -> PathBuf {
     )
 }
 
+/// A port nobody listens on: one the kernel picks, or with `FAULTS_PORTS=lo-hi` the first free one
+/// of that range from a random start (for machines where other servers take fixed ports that the
+/// kernel might hand out too).
 fn free_port() -> u16 {
+    if let Ok(range) = std::env::var("FAULTS_PORTS") {
+        let (lo, hi) = range
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)))
+            .filter(|(a, b)| a <= b)
+            .unwrap_or_else(|| panic!("FAULTS_PORTS must be lo-hi, not {range:?}"));
+        let n = u32::from(hi - lo) + 1;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let start = (std::process::id() ^ nanos) % n;
+        for i in 0..n {
+            let port = lo + ((start + i) % n) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+        panic!("no free port in FAULTS_PORTS={range}");
+    }
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     l.local_addr().unwrap().port()
 }

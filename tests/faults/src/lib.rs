@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod db;
 pub mod roles;
 pub mod rows;
+pub mod sessions;
 pub mod sources;
 pub mod windows;
 pub mod workload;

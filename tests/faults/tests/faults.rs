@@ -16,5 +16,7 @@ mod interleaving;
 mod operations;
 #[path = "cases/roles.rs"]
 mod roles;
+#[path = "cases/sessions.rs"]
+mod sessions;
 #[path = "cases/sources.rs"]
 mod sources;
