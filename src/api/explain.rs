@@ -200,7 +200,7 @@ mod _eventtime {
                         ),
                     };
                     let (state_rows, latest, explanation) = if def.window.is_session() {
-                        session_story(client, def, &args, win, w, now_landing, &at)
+                        session_story(client, def, (&args, &key_match), win, w, now_landing, &at)
                     } else {
                         (state_rows, latest, explanation)
                     };
@@ -225,30 +225,17 @@ mod _eventtime {
 
 /// What a row of a session pipeline at `win.start` would do to the sessions of its key: form a
 /// session, join one, or merge several; and which purged sessions it overlaps without merging.
-/// `args` are the window start and the key values of the explain statements; `at` says where
-/// the watermark is. Returns the rows and version of the session it would join, and the text.
+/// `args` are the window start and the key values of the explain statements, and `key_match`
+/// their condition on the key of a table aliased `t`; `at` says where the watermark is. Returns the rows and version of the session it would join, and the text.
 fn session_story(
     client: &pgrx::spi::SpiClient<'_>,
     def: &PipelineDef,
-    args: &[pgrx::datum::DatumWithOid],
+    (args, key_match): (&[pgrx::datum::DatumWithOid], &str),
     win: &Window,
     w: Option<time::Micros>,
     landing: Landing,
     at: &str,
 ) -> (Option<i64>, Option<i32>, String) {
-    let key_match: String = def
-        .keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| {
-            format!(
-                " AND t.{} IS NOT DISTINCT FROM (${}::text)::{}",
-                quote_ident(&k.name),
-                i + 2,
-                k.type_name
-            )
-        })
-        .collect();
     let overlapping = format!(
         "t.window_start < $1 + {gap} AND t.window_end > $1{key_match}",
         gap = duration_literal(win.end - win.start)

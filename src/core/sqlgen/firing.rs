@@ -29,13 +29,7 @@ impl PipelineDef {
     pub fn fire_statement(&self) -> String {
         let k = prefix(&self.key_names(None));
         let kf = prefix(&self.key_names(Some("f")));
-        let combined: String = self
-            .aggs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, a)| a.combine(i).into_iter().zip(a.acc_columns(i)))
-            .map(|(e, (c, _))| format!(", {e} AS {c}"))
-            .collect();
+        let combined = self.combined();
         let accs = self.state_cols().join(", ");
         let accs_f = self
             .state_cols()

@@ -114,6 +114,20 @@ impl PipelineDef {
         )
     }
 
+    /// `cls_n`: the statement's rows, rows with an event id, greatest event time (as it may move a
+    /// lag), greatest landing, and the rows with no window and the first of their event times.
+    pub(super) fn cls_counts(&self) -> String {
+        format!(
+            "cls_n AS MATERIALIZED (\n\
+                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
+                          count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
+                          (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
+                   FROM cls\n\
+                 ),\n",
+            max_et = self.lag_event_time("_et_et"),
+        )
+    }
+
     /// The partials of an open window, `rows` (key, window start, window end, row count and one
     /// partial per accumulator column, in that order), appended to the state as rows of their
     /// own (version 0): no row lock any other writer waits for.
@@ -199,15 +213,7 @@ impl PipelineDef {
         let ws = quote_ident(WINDOW_START_COLUMN);
         let we = quote_ident(WINDOW_END_COLUMN);
         let mut sql = self.ingest_prelude();
-        sql += &format!(
-            "cls_n AS MATERIALIZED (\n\
-                   SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
-                          count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
-                          (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
-                   FROM cls\n\
-                 ),\n",
-            max_et = self.lag_event_time("_et_et"),
-        );
+        sql += &self.cls_counts();
         if self.event_id.is_some() && ledger == Ledger::Fresh {
             // Every id must be new: a duplicate anywhere fails the statement with a unique
             // violation, and the trigger function then runs the statement that dedups.

@@ -213,6 +213,17 @@ impl PipelineDef {
             .collect()
     }
 
+    /// `, <combine> AS <column>` for every accumulator column: the aggregates that combine rows
+    /// of accumulators (one window's state rows, or the members of a session) into one.
+    fn combined(&self) -> String {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| a.combine(i).into_iter().zip(a.acc_columns(i)))
+            .map(|(e, (c, _))| format!(", {e} AS {c}"))
+            .collect()
+    }
+
     /// The published values computed from a state row aliased `u`.
     fn finals(&self, u: &str) -> Vec<String> {
         self.aggs

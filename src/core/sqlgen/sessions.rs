@@ -112,15 +112,7 @@ impl PipelineDef {
             format!("PARTITION BY {} ", self.key_names(None).join(", "))
         };
         let mut sql = self.ingest_prelude();
-        sql += &format!(
-            "cls_n AS MATERIALIZED (\n\
-               SELECT count(*) AS rows, count(_et_eid) AS ids, max({max_et}) AS max_et, max(_et_landing) AS max_landing,\n\
-                      count(*) FILTER (WHERE _et_landing = {NO_WINDOW}) AS bad,\n\
-                      (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] AS bad_et\n\
-               FROM cls\n\
-             ),\n",
-            max_et = self.lag_event_time("_et_et"),
-        );
+        sql += &self.cls_counts();
         if self.event_id.is_some() {
             // The ledger holds every (key, id) the pipeline has seen, refused rows included: a
             // session has no window of its own to scope an id to.
@@ -211,13 +203,7 @@ impl PipelineDef {
                 .collect::<String>(),
             accs_plain = list("", &accs),
         );
-        let combined: String = self
-            .aggs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, a)| a.combine(i).into_iter().zip(a.acc_columns(i)))
-            .map(|(e, (c, _))| format!(", {e} AS {c}"))
-            .collect();
+        let combined = self.combined();
         // Each island with a row of the statement: its bounds, its live sessions, and what it
         // becomes. `joined`: one live session with the same bounds, which the rows join; its
         // version moves on when it had fired. Otherwise a new session, version 1 at once when
