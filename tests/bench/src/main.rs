@@ -9,16 +9,25 @@
 //! and system catalogs involved, so that both sides start equal; only the measured statements are
 //! timed, on the client. A missed target is reported, not failed: benchmarks are not tests. The
 //! run fails on an error, on a workload that did not do what it should (wrong number of windows
-//! fired, ...), and on state rows left after the watermark passed every deadline (SPEC §6).
+//! fired, rows lost or counted twice, ...), on state rows left after the watermark passed every
+//! deadline, on a writer that waited for another's open transaction ((h)) and on a read that
+//! scans the whole history ((i)): the last three are SPEC §6's, but they are yes-or-no.
 //!
 //! (f) is not in SPEC §6, which sets no target for session windows: a session pipeline's load and
 //! firing, beside a tumbling pipeline's on the same rows, and checked against sessions computed by
 //! plain SQL (gaps and islands) over the same rows.
 //!
+//! (g) and (h), in `writers.rs`: writers of one window, as throughput against the table alone and
+//! as a check that a writer never waits for another's open transaction. (i), in `reads.rs`: the
+//! plans and times of reads of the views over a long history.
+//!
 //! Options: `--smoke` (sizes divided by ~1000, one run), `--runs N` (default 3),
-//! `--only a,b,...` (workloads a to f), `--async-commit` (`synchronous_commit = off` in the
+//! `--only a,b,...` (workloads a to i), `--async-commit` (`synchronous_commit = off` in the
 //! benchmark's session: commits no longer wait for the WAL flush, which on a shared or slow disk
-//! dominates, and blurs, the per-statement times of (b) and (d)).
+//! dominates, and blurs, the per-statement times of (b) and (d) and the throughput of (g)).
+
+mod reads;
+mod writers;
 
 use postgres::{Client, NoTls};
 use std::io::Write as _;
@@ -55,7 +64,7 @@ impl Opts {
 }
 
 const USAGE: &str =
-    "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e,f] [--async-commit]";
+    "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e,f,g,h,i] [--async-commit]";
 
 fn parse_args() -> Res<Opts> {
     let mut o = Opts {
@@ -83,15 +92,13 @@ fn parse_args() -> Res<Opts> {
             "--only" => {
                 let v = args
                     .next()
-                    .ok_or("--only needs a list of workloads (a,b,c,d,e,f)")?;
+                    .ok_or("--only needs a list of workloads (a,b,c,d,e,f,g,h,i)")?;
                 for w in v.split(',').map(str::trim).filter(|w| !w.is_empty()) {
                     match w {
-                        "a" | "b" | "c" | "d" | "e" | "f" => o.only.push(w.chars().next().unwrap()),
-                        _ => {
-                            return Err(format!(
-                                "--only: unknown workload {w:?} (a, b, c, d, e or f)"
-                            ))
+                        "a" | "b" | "c" | "d" | "e" | "f" | "g" | "h" | "i" => {
+                            o.only.push(w.chars().next().unwrap())
                         }
+                        _ => return Err(format!("--only: unknown workload {w:?} (a to i)")),
                     }
                 }
             }
@@ -123,6 +130,13 @@ struct Sizes {
     e_days: u32,
     f_users: u64,
     f_stmt: usize,
+    /// (g): writers and seconds per side.
+    g_conns: usize,
+    g_secs: f64,
+    /// (i): keys × days of history, and executions of each read timed.
+    i_keys: u64,
+    i_days: u64,
+    i_reps: usize,
 }
 
 impl Sizes {
@@ -143,6 +157,11 @@ impl Sizes {
                 e_days: 29,
                 f_users: 20,
                 f_stmt: 20,
+                g_conns: 8,
+                g_secs: 1.0,
+                i_keys: 100,
+                i_days: 100,
+                i_reps: 5,
             }
         } else {
             Sizes {
@@ -160,6 +179,11 @@ impl Sizes {
                 e_days: 29,
                 f_users: 10_000,
                 f_stmt: 1_000,
+                g_conns: 8,
+                g_secs: 10.0,
+                i_keys: 1_000,
+                i_days: 1_000,
+                i_reps: 21,
             }
         }
     }
@@ -512,6 +536,11 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Milliseconds to the microsecond, for reads well under a millisecond.
+fn ms3(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
 /// Runs `once` for each side in turn, `runs` times, printing each round's times under the sides'
 /// names; returns the median of each side, in the order of `sides`.
 fn turns<S: Copy>(
@@ -668,23 +697,70 @@ impl Fingerprints {
     }
 }
 
+/// What a row of the table measures: the time of a load (lower is better) or a throughput in
+/// rows per second (higher is better). Either way its ratio is the pipeline's value ÷ the plain
+/// side's.
+#[derive(Clone, Copy)]
+enum Measure {
+    Time(Duration),
+    Rate(f64),
+}
+
+impl Measure {
+    fn value(self) -> f64 {
+        match self {
+            Measure::Time(d) => d.as_secs_f64(),
+            Measure::Rate(r) => r,
+        }
+    }
+    fn show(self) -> String {
+        match self {
+            Measure::Time(d) => ms(d),
+            Measure::Rate(r) => format!("{} rows/s", num(r.round() as usize)),
+        }
+    }
+}
+
+/// SPEC §6's target for a ratio: at most (times) or at least (throughputs).
+#[derive(Clone, Copy)]
+enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Target {
+    fn met(self, ratio: f64) -> bool {
+        match self {
+            Target::AtMost(t) => ratio <= t,
+            Target::AtLeast(t) => ratio >= t,
+        }
+    }
+    fn show(self) -> String {
+        match self {
+            Target::AtMost(t) => format!("≤ {t:.1}×"),
+            Target::AtLeast(t) => format!("≥ {t:.1}× (throughput: higher is better)"),
+        }
+    }
+}
+
 struct Row {
     workload: String,
-    with: Duration,
-    without: Duration,
+    with: Measure,
+    without: Measure,
     /// SPEC §6's target, for the workloads that have one.
-    target: Option<f64>,
-    /// The same writes by hand ([`Side::Floor`]), for the workloads that have one.
+    target: Option<Target>,
+    /// The same writes by hand ([`Side::Floor`]), for the workloads that have one (times only).
     floor: Option<Duration>,
 }
 
 impl Row {
+    /// Times: with ÷ without, lower is better. Throughputs: with ÷ without, higher is better.
     fn ratio(&self) -> f64 {
-        self.with.as_secs_f64() / self.without.as_secs_f64().max(1e-9)
+        self.with.value() / self.without.value().max(1e-9)
     }
     fn floor_ratio(&self) -> Option<f64> {
         self.floor
-            .map(|f| f.as_secs_f64() / self.without.as_secs_f64().max(1e-9))
+            .map(|f| f.as_secs_f64() / self.without.value().max(1e-9))
     }
 }
 
@@ -767,9 +843,9 @@ fn workload_a(
     fps.check("(a)")?;
     let row = Row {
         workload: format!("(a) `COPY` of {} events", num(s.a_events)),
-        with: t[4],
-        without: t[0],
-        target: Some(2.0),
+        with: Measure::Time(t[4]),
+        without: Measure::Time(t[0]),
+        target: Some(Target::AtMost(2.5)),
         floor: Some(t[1]),
     };
     Ok((row, t[2], t[3]))
@@ -857,9 +933,9 @@ fn workload_b(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
     fps.check("(b)")?;
     Ok(Row {
         workload: format!("(b) {} single-row `INSERT`s", num(s.b_inserts)),
-        with: t[2],
-        without: t[0],
-        target: Some(1.5),
+        with: Measure::Time(t[2]),
+        without: Measure::Time(t[0]),
+        target: Some(Target::AtMost(1.3)),
         floor: Some(t[1]),
     })
 }
@@ -924,9 +1000,9 @@ fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
             "(c) `advance_watermark` firing {} windows vs one `INSERT ... SELECT`",
             num(n)
         ),
-        with,
-        without,
-        target: Some(2.0),
+        with: Measure::Time(with),
+        without: Measure::Time(without),
+        target: Some(Target::AtMost(1.5)),
         floor: None,
     })
 }
@@ -1095,9 +1171,9 @@ fn workload_d(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Row, LateInfo)> {
                 num(s.d_rows),
                 s.d_stmt
             ),
-            with: t[2],
-            without: t[0],
-            target: Some(2.5),
+            with: Measure::Time(t[2]),
+            without: Measure::Time(t[0]),
+            target: Some(Target::AtMost(3.0)),
             floor: Some(t[1]),
         },
         info,
@@ -1396,8 +1472,8 @@ fn workload_f(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Vec<Row>, SessionI
     let windows_query = median(windows_query);
     let row = |workload: String, with: Duration, without: Duration| Row {
         workload,
-        with,
-        without,
+        with: Measure::Time(with),
+        without: Measure::Time(without),
         target: None,
         floor: None,
     };
@@ -1523,7 +1599,8 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn run() -> Res<bool> {
+/// Runs the workloads and prints the report; returns what failed (the run then exits with 1).
+fn run() -> Res<Vec<String>> {
     let opts = parse_args()?;
     let s = Sizes::new(opts.smoke);
 
@@ -1576,7 +1653,7 @@ fn run() -> Res<bool> {
     };
     if opts.wants('a') {
         let (row, arrays, trigger) = workload_a(&mut c, &opts, &a_data, &s)?;
-        a_arrays = Some((arrays, trigger, row.without));
+        a_arrays = Some((arrays, trigger, row.without.value()));
         rows.push(row);
     }
     if opts.wants('e') {
@@ -1603,6 +1680,22 @@ fn run() -> Res<bool> {
     if opts.wants('e') {
         growth = Some(history_growth(&mut c, &opts, &s)?);
     }
+    let mut hot_waits = None;
+    if opts.wants('g') {
+        let (row, waits) = writers::workload_g(&mut c, &opts, &s)?;
+        rows.push(row);
+        hot_waits = Some(waits);
+    }
+    let holds = if opts.wants('h') {
+        Some(writers::workload_h(&mut c, &opts)?)
+    } else {
+        None
+    };
+    let reads = if opts.wants('i') {
+        Some(reads::workload_i(&mut c, &s)?)
+    } else {
+        None
+    };
 
     println!();
     println!(
@@ -1631,7 +1724,9 @@ fn run() -> Res<bool> {
     );
     println!();
     if !rows.is_empty() {
-        println!("| workload | with pipeline | without | ratio | target | floor | floor ratio |");
+        println!(
+            "| workload | with pipeline | without | ratio (with ÷ without) | target | floor | floor ratio |"
+        );
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             let (floor, floor_ratio) = match (r.floor, r.floor_ratio()) {
@@ -1639,14 +1734,14 @@ fn run() -> Res<bool> {
                 _ => ("—".to_string(), "—".to_string()),
             };
             let target = match r.target {
-                Some(t) => format!("≤ {t:.1}×"),
+                Some(t) => t.show(),
                 None => "—".to_string(),
             };
             println!(
                 "| {} | {} | {} | {:.2}× | {target} | {floor} | {floor_ratio} |",
                 r.workload,
-                ms(r.with),
-                ms(r.without),
+                r.with.show(),
+                r.without.show(),
                 r.ratio()
             );
         }
@@ -1661,7 +1756,7 @@ fn run() -> Res<bool> {
             );
         }
         if let Some((arrays, trigger, without)) = a_arrays {
-            let r = |d: Duration| d.as_secs_f64() / without.as_secs_f64().max(1e-9);
+            let r = |d: Duration| d.as_secs_f64() / without.max(1e-9);
             println!(
                 "(a) floor with the ids of a key and window in one array (one index entry per key and window, \
                  not per event): {}, {:.2}×; the same made by a statement trigger that also classifies the rows \
@@ -1675,7 +1770,7 @@ fn run() -> Res<bool> {
         println!();
         let missed: Vec<&str> = rows
             .iter()
-            .filter(|r| r.target.is_some_and(|t| r.ratio() > t))
+            .filter(|r| r.target.is_some_and(|t| !t.met(r.ratio())))
             .map(|r| &r.workload[..3])
             .collect();
         // A workload without a target ((f)) neither meets nor misses one.
@@ -1691,13 +1786,31 @@ fn run() -> Res<bool> {
             .iter()
             .filter(|r| {
                 r.target
-                    .is_some_and(|t| r.floor_ratio().is_some_and(|f| f > t))
+                    .is_some_and(|t| r.floor_ratio().is_some_and(|f| !t.met(f)))
             })
             .map(|r| &r.workload[..3])
             .collect();
         if !below.is_empty() {
             println!("Targets below their floor: {}.", below.join(", "));
         }
+    }
+    if rows.iter().any(|r| r.workload.starts_with("(g)")) {
+        println!(
+            "(g) is a throughput: rows committed per second by all connections together (median of the runs), so \
+             its ratio, the pipeline's throughput ÷ the table alone's, is better the higher it is; every other \
+             ratio is of times, better the lower. Each connection is a thread with its own connection and one \
+             prepared statement, every statement commits on its own, all rows go to one window of an unkeyed \
+             pipeline with an event id. After each pipeline run the window's state summed to the rows committed, \
+             and after advance_watermark('infinity') so did its `bench_latest` row."
+        );
+    }
+    if let Some([with, without]) = &hot_waits {
+        println!(
+            "(g) where the writers' backends were (`pg_stat_activity` every {} ms, all runs; `running`: on the CPU or \
+             ready to run; `Client:ClientRead`: waiting for the client; `LWLock:WALWrite`, `IO:WALSync`: the commits' \
+             flush; `Lock:extend`: a table or index growing by a page): with the pipeline {with}; without {without}.",
+            writers::SAMPLE_EVERY.as_millis()
+        );
     }
     if rows.iter().any(|r| r.workload.starts_with("(b)")) {
         println!(
@@ -1732,7 +1845,7 @@ fn run() -> Res<bool> {
             num(i.windows as usize)
         );
     }
-    let mut ok = true;
+    let mut failures: Vec<String> = Vec::new();
     if let Some(st) = &state {
         println!(
             "(e) state size after (a)'s load, windows open: {} state rows (at most {} keys × {} windows), {} event ids in the ledger.",
@@ -1754,7 +1867,9 @@ fn run() -> Res<bool> {
             st.after_ledger
         );
         if st.after_state != 0 {
-            ok = false;
+            failures.push(
+                "(e) state rows remain after the watermark passed every deadline (SPEC §6)".into(),
+            );
         }
     }
     if let Some(g) = &growth {
@@ -1768,16 +1883,114 @@ fn run() -> Res<bool> {
             g.old.as_secs_f64() / g.fresh.as_secs_f64().max(1e-9)
         );
     }
-    Ok(ok)
+    if let Some(holds) = &holds {
+        println!();
+        println!(
+            "(h) connection A inserts a row of a window in a transaction it keeps open; connection B then inserts \
+             another row of the same window (autocommit, statement_timeout {}); B must finish within {} s while A \
+             is open ({} run(s) per case; the window already had a committed row, B's):",
+            writers::HOLD_TIMEOUT,
+            writers::HOLD_LIMIT.as_secs_f64(),
+            opts.runs
+        );
+        println!();
+        println!("| (h) B's single-row `INSERT` while A holds a row of the window | B's time (median) | slowest | verdict |");
+        println!("|---|---:|---:|---|");
+        for h in holds {
+            let verdict = if h.timeouts > 0 {
+                format!(
+                    "FAILED: waited for A, cancelled after {} in {} of {} runs",
+                    writers::HOLD_TIMEOUT,
+                    h.timeouts,
+                    opts.runs
+                )
+            } else if h.worst().is_some_and(|w| w > writers::HOLD_LIMIT) {
+                format!(
+                    "FAILED: took more than {} s",
+                    writers::HOLD_LIMIT.as_secs_f64()
+                )
+            } else {
+                "OK: did not wait".to_string()
+            };
+            if verdict.starts_with("FAILED") {
+                failures.push(format!("(h) {}: {verdict}", h.case.name()));
+            }
+            let show = |d: Option<Duration>| d.map(ms).unwrap_or_else(|| "—".into());
+            println!(
+                "| {} | {} | {} | {verdict} |",
+                h.case.name(),
+                show(writers::hold_median(h)),
+                show(h.worst())
+            );
+        }
+    }
+    if let Some(r) = &reads {
+        println!();
+        println!(
+            "(i) reads over a history of {} rows ({} keys × {} days, loaded with one `INSERT ... SELECT` and fired \
+             in {}, with {} late versions on {}): one window of key {} on that day, and that day; checked plan \
+             of `EXPLAIN (ANALYZE, BUFFERS)`, then the median of {} executions: the server's execution time \
+             (`EXPLAIN (ANALYZE, TIMING OFF)`) and the client's round trip of the query (parse, plan, execute, rows):",
+            num(r.history_rows as usize),
+            num(s.i_keys as usize),
+            num(s.i_days as usize),
+            ms(r.load),
+            r.late_versions,
+            r.day,
+            r.key,
+            s.i_reps
+        );
+        println!();
+        println!("| (i) read | rows | execution | round trip | buffers | plan | index read |");
+        println!("|---|---:|---:|---:|---:|---|---|");
+        for x in &r.reads {
+            let verdict = match &x.fault {
+                None => "yes".to_string(),
+                Some(f) => {
+                    failures.push(format!("(i) {} of bench_{}: {f}", x.what, x.view));
+                    format!("FAILED: {f}")
+                }
+            };
+            println!(
+                "| {} of `bench_{}` | {} | {} | {} | {} | {} | {verdict} |",
+                x.what,
+                x.view,
+                num(x.rows as usize),
+                ms3(x.execution),
+                ms3(x.round_trip),
+                x.buffers,
+                x.plan
+            );
+        }
+        let slowest = r
+            .reads
+            .iter()
+            .filter(|x| x.what == "one window of one key")
+            .map(|x| x.execution)
+            .max()
+            .unwrap_or_default();
+        println!();
+        println!(
+            "(i) target (SPEC §6): one window of one key well under a millisecond; the slowest of the three views \
+             took {} to execute — {}.",
+            ms3(slowest),
+            if slowest < Duration::from_millis(1) {
+                "met"
+            } else {
+                "missed (reported, not failed)"
+            }
+        );
+    }
+    Ok(failures)
 }
 
 fn main() {
     match run() {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!(
-                "benchmark: state rows remain after the watermark passed every deadline (SPEC §6)"
-            );
+        Ok(failures) if failures.is_empty() => {}
+        Ok(failures) => {
+            for f in failures {
+                eprintln!("benchmark: {f}");
+            }
             std::process::exit(1);
         }
         Err(e) => {
