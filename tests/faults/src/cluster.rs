@@ -249,6 +249,54 @@ impl Cluster {
         out
     }
 
+    /// `kill -9` of the postmaster, and of every other process of the server when
+    /// `with_backends` (otherwise the backends are orphans that exit when they notice). Returns
+    /// the postmaster's pid.
+    pub fn kill9(&self, with_backends: bool) -> Result<i32, String> {
+        let Some(pm) = self.postmaster_pid() else {
+            return Err("no postmaster.pid".into());
+        };
+        // SAFETY: kill(2) on the pid of this test's own postmaster.
+        if unsafe { libc::kill(pm, libc::SIGKILL) } != 0 {
+            return Err(format!(
+                "kill -9 {pm} failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if with_backends {
+            for p in self.server_pids() {
+                // SAFETY: a process running in this test's data directory: one of its backends.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+        }
+        Ok(pm)
+    }
+
+    /// Starts the server again after `kill9`, once every process of the old one is gone and
+    /// `pause` has passed; returns how long the start (crash recovery) took, in seconds.
+    pub fn restart_after_kill(&self, pause: Duration) -> f64 {
+        let t = Instant::now();
+        // The orphans of a killed postmaster exit when they notice; the new postmaster refuses to
+        // start while any of them holds the old shared memory.
+        loop {
+            let left = self.server_pids();
+            if left.is_empty() {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                for p in left {
+                    // SAFETY: kill(2) on a pid of this test's own server.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        thread::sleep(pause);
+        let t = Instant::now();
+        self.pg_ctl_start();
+        t.elapsed().as_secs_f64()
+    }
+
     pub fn log_tail(&self, n: usize) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();

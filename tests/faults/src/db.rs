@@ -1,5 +1,8 @@
 //! Error classification and small query helpers.
 
+use std::thread;
+use std::time::{Duration, Instant};
+
 use postgres::error::SqlState;
 use postgres::{Client, GenericClient};
 
@@ -85,6 +88,34 @@ pub fn one_i64<C: GenericClient>(c: &mut C, sql: &str) -> i64 {
 pub fn exec(c: &mut Client, sql: &str) {
     c.batch_execute(sql)
         .unwrap_or_else(|e| panic!("{sql}\n=> {}", describe(&e)));
+}
+
+/// The backend pid of a connection, to watch it from another one.
+pub fn backend_pid(c: &mut Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
+}
+
+/// Waits up to `limit` until backend `pid` waits on a heavyweight lock; returns what it waits
+/// on and the start of its query, for the test's log.
+pub fn wait_for_lock(obs: &mut Client, pid: i32, limit: Duration) -> Option<String> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        let r = obs
+            .query_one(
+                "SELECT wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .unwrap();
+        if r.get::<_, Option<String>>(0).as_deref() == Some("Lock") {
+            return Some(format!(
+                "{} ({})",
+                r.get::<_, Option<String>>(1).unwrap_or_default(),
+                r.get::<_, Option<String>>(2).unwrap_or_default()
+            ));
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 /// SQL string literal.

@@ -31,6 +31,7 @@
 //! and every `merged_into` inside a session in history.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
@@ -1253,40 +1254,37 @@ impl AppendOnly {
     pub fn check(&mut self, s: &Snapshot) -> Vec<String> {
         let mut out = Vec::new();
         self.snapshots += 1;
-        let now: HashMap<(SessionId, i32), &String> = s
+        let history = s
             .history
             .iter()
-            .map(|h| ((h.v.session(), h.v.version), &h.text))
-            .collect();
-        for (k, text) in &self.history {
-            match now.get(k) {
-                None => out.push(format!("a history row disappeared: {text}")),
-                Some(x) if *x != text => out.push(format!(
-                    "a history row changed:\n    before: {text}\n    now:    {x}"
-                )),
-                _ => {}
-            }
-        }
-        for (k, text) in now {
-            self.history.entry(k).or_insert_with(|| text.clone());
-        }
-        let now: HashMap<&(Key, i64), &String> =
-            s.refused_text.iter().map(|(k, x)| (k, x)).collect();
-        for (k, text) in &self.refused {
-            match now.get(k) {
-                None => out.push(format!("a refused row disappeared: {text}")),
-                Some(x) if *x != text => out.push(format!(
-                    "a refused row changed:\n    before: {text}\n    now:    {x}"
-                )),
-                _ => {}
-            }
-        }
-        for (k, text) in now {
-            self.refused
-                .entry(k.clone())
-                .or_insert_with(|| text.clone());
-        }
+            .map(|h| ((h.v.session(), h.v.version), &h.text));
+        unchanged("history", &mut self.history, history, &mut out);
+        let refused = s.refused_text.iter().map(|(k, x)| (k.clone(), x));
+        unchanged("refused", &mut self.refused, refused, &mut out);
         out
+    }
+}
+
+/// Each row of `seen` (its text, by key) is in `now` with the same text, or a violation (`what`
+/// names the rows) goes to `out`; then `seen` takes the rows of `now` it did not have.
+fn unchanged<'a, K: Eq + Hash>(
+    what: &str,
+    seen: &mut HashMap<K, String>,
+    now: impl Iterator<Item = (K, &'a String)>,
+    out: &mut Vec<String>,
+) {
+    let now: HashMap<K, &String> = now.collect();
+    for (k, text) in seen.iter() {
+        match now.get(k) {
+            None => out.push(format!("a {what} row disappeared: {text}")),
+            Some(x) if *x != text => out.push(format!(
+                "a {what} row changed:\n    before: {text}\n    now:    {x}"
+            )),
+            _ => {}
+        }
+    }
+    for (k, text) in now {
+        seen.entry(k).or_insert_with(|| text.clone());
     }
 }
 
@@ -1819,44 +1817,16 @@ pub fn run_killer(
                 }
                 thread::sleep(Duration::from_micros(200));
             }
-            let Some(pm) = cluster.postmaster_pid() else {
-                return Err("no postmaster.pid".into());
-            };
-            // SAFETY: kill(2) on the pid of this test's own postmaster.
-            if unsafe { libc::kill(pm, libc::SIGKILL) } != 0 {
-                return Err(format!("kill -9 {pm}: {}", std::io::Error::last_os_error()));
-            }
-            if rng.random_bool(0.5) {
+            let with_backends = rng.random_bool(0.5);
+            let pm = cluster.kill9(with_backends)?;
+            if with_backends {
                 st.with_backends += 1;
-                for p in cluster.server_pids() {
-                    // SAFETY: a process running in this test's data directory: one of its backends.
-                    unsafe { libc::kill(p, libc::SIGKILL) };
-                }
             }
             let n = run.shared.kills.fetch_add(1, Ordering::SeqCst) + 1;
-            let t1 = Instant::now();
-            loop {
-                let left = cluster.server_pids();
-                if left.is_empty() {
-                    break;
-                }
-                if t1.elapsed() > Duration::from_secs(20) {
-                    for p in left {
-                        // SAFETY: as above.
-                        unsafe { libc::kill(p, libc::SIGKILL) };
-                    }
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-            thread::sleep(Duration::from_millis(rng.random_range(0..500)));
-            let t2 = Instant::now();
-            cluster.pg_ctl_start();
-            st.recovery_secs.push(t2.elapsed().as_secs_f64());
+            let secs = cluster.restart_after_kill(Duration::from_millis(rng.random_range(0..500)));
+            st.recovery_secs.push(secs);
             st.kills = n;
-            eprintln!(
-                "  kill {n}: postmaster {pm}; back after {:.1} s",
-                t2.elapsed().as_secs_f64()
-            );
+            eprintln!("  kill {n}: postmaster {pm}; back after {secs:.1} s");
             let mut c = connect(cluster, SUPERUSER, &run.shared, true)?;
             let seen = run.seen.lock().unwrap().clone();
             let s = loop {
@@ -1892,6 +1862,11 @@ mod tests {
         }
     }
 
+    /// A statement of one row under the watermark `wm` minutes after `T`.
+    fn one_row(m: &mut Model, wm: i64, row: Click) -> Counts {
+        m.ingest(Some(T + wm * MINUTE), &[row])
+    }
+
     fn lines(m: &Model) -> Vec<String> {
         let mut h = m.history.clone();
         h.sort_by_key(|v| (v.start, v.end, v.version));
@@ -1903,14 +1878,8 @@ mod tests {
         let mut m = Model::new(GAP, LATENESS);
         assert_eq!(m.ingest(None, &[c(1, "a", 0), c(2, "a", 7)]), [2, 0, 0, 0]);
         assert_eq!(m.advance(T + 15 * MINUTE), (2, 0));
-        assert_eq!(
-            m.ingest(Some(T + 15 * MINUTE), &[c(3, "a", 4)]),
-            [0, 1, 0, 0]
-        );
-        assert_eq!(
-            m.ingest(Some(T + 15 * MINUTE), &[c(4, "a", 5)]),
-            [0, 1, 0, 0]
-        );
+        assert_eq!(one_row(&mut m, 15, c(3, "a", 4)), [0, 1, 0, 0]);
+        assert_eq!(one_row(&mut m, 15, c(4, "a", 5)), [0, 1, 0, 0]);
         assert_eq!(
             lines(&m),
             vec![
@@ -1932,10 +1901,10 @@ mod tests {
         m.advance(T + 6 * MINUTE);
         // [10:00, 10:05) fired; [10:05, 10:10) open. A row at 10:04 extends the first one into
         // [10:00, 10:09), which overlaps the second: one island, a new open session.
-        m.ingest(Some(T + 6 * MINUTE), &[c(3, "a", 4)]);
+        one_row(&mut m, 6, c(3, "a", 4));
         // Then a row at 10:08 extends it once more: [10:00, 10:13); the session [10:00, 10:10)
         // never fired and leaves no trace.
-        m.ingest(Some(T + 6 * MINUTE), &[c(4, "a", 8)]);
+        one_row(&mut m, 6, c(4, "a", 8));
         m.advance(INFINITY);
         assert_eq!(
             lines(&m),
@@ -1954,19 +1923,10 @@ mod tests {
         m.ingest(None, &[c(1, "a", 0)]);
         assert_eq!(m.advance(T + 20 * MINUTE), (1, 1));
         // 10:03 + 5 + 15 = 10:23 > 10:20: late; the session [10:00, 10:05) is gone.
-        assert_eq!(
-            m.ingest(Some(T + 20 * MINUTE), &[c(2, "a", 3)]),
-            [0, 1, 0, 0]
-        );
+        assert_eq!(one_row(&mut m, 20, c(2, "a", 3)), [0, 1, 0, 0]);
         // 10:00 + 20 <= 10:20: refused; its redelivery (another time) is a duplicate.
-        assert_eq!(
-            m.ingest(Some(T + 20 * MINUTE), &[c(3, "a", 0)]),
-            [0, 0, 1, 0]
-        );
-        assert_eq!(
-            m.ingest(Some(T + 20 * MINUTE), &[c(3, "a", 9)]),
-            [0, 0, 0, 1]
-        );
+        assert_eq!(one_row(&mut m, 20, c(3, "a", 0)), [0, 0, 1, 0]);
+        assert_eq!(one_row(&mut m, 20, c(3, "a", 9)), [0, 0, 0, 1]);
         assert_eq!(
             lines(&m),
             vec![

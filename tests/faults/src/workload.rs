@@ -1040,51 +1040,17 @@ fn killer_loop(
                 thread::sleep(Duration::from_micros(rng.random_range(0..20_000)));
             }
         }
-        let Some(pm) = cluster.postmaster_pid() else {
-            return Err("no postmaster.pid".into());
-        };
         let all = rng.random_bool(0.5);
-        // SAFETY: kill(2) on the pid of this test's own postmaster.
-        let rc = unsafe { libc::kill(pm, libc::SIGKILL) };
-        if rc != 0 {
-            return Err(format!(
-                "kill -9 {pm} failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if all {
-            for p in cluster.server_pids() {
-                // SAFETY: a process running in this test's data directory: one of its backends.
-                unsafe { libc::kill(p, libc::SIGKILL) };
-            }
-        } else {
+        let pm = cluster.kill9(all)?;
+        if !all {
             out.postmaster_only += 1;
         }
         let n = shared.kills.fetch_add(1, Ordering::SeqCst) + 1;
-        let t = Instant::now();
-        // The orphans of a killed postmaster exit when they notice; the new postmaster refuses to
-        // start while any of them holds the old shared memory.
-        loop {
-            let left = cluster.server_pids();
-            if left.is_empty() {
-                break;
-            }
-            if t.elapsed() > Duration::from_secs(20) {
-                for p in left {
-                    // SAFETY: as above.
-                    unsafe { libc::kill(p, libc::SIGKILL) };
-                }
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-        let t = Instant::now();
-        cluster.pg_ctl_start();
-        out.recovery_secs.push(t.elapsed().as_secs_f64());
+        let secs = cluster.restart_after_kill(Duration::from_millis(rng.random_range(0..1500)));
+        out.recovery_secs.push(secs);
         eprintln!(
-            "  kill {n}: postmaster {pm} killed{}; back after {:.1} s",
+            "  kill {n}: postmaster {pm} killed{}; back after {secs:.1} s",
             if all { " with every backend" } else { " alone" },
-            t.elapsed().as_secs_f64()
         );
         out.kills = n;
         // Right after recovery: no advance half-applied, nothing lost.

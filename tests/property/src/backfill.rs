@@ -98,7 +98,6 @@
 //! reaches the backfill's, or a session that never published and lies inside the backfill's.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use postgres::Client;
 use rand::{Rng, SeedableRng};
@@ -637,18 +636,8 @@ impl Run<'_> {
     }
 
     fn rows(&mut self, sql: &str) -> Vec<Row> {
-        match self.db.simple_query(sql) {
-            Ok(msgs) => msgs
-                .into_iter()
-                .filter_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(r) => {
-                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                    }
-                    _ => None,
-                })
-                .collect(),
-            Err(e) => panic!("{}: query failed: {}\n{sql}", self.ctx(), db::describe(&e)),
-        }
+        db::try_text_rows(&mut self.db, sql)
+            .unwrap_or_else(|e| panic!("{}: query failed: {}\n{sql}", self.ctx(), db::describe(&e)))
     }
 
     fn setup(&mut self) {
@@ -688,34 +677,11 @@ impl Run<'_> {
     }
 
     fn insert(&mut self, mode: Mode, rows: &[Vec<Val>]) {
-        let values: Vec<String> = rows
-            .iter()
-            .map(|r| {
-                format!(
-                    "({})",
-                    r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")
-                )
-            })
-            .collect();
-        self.exec(&format!(
-            "INSERT INTO {} ({COLUMNS}) VALUES {}",
-            mode.table(),
-            values.join(", ")
-        ));
+        self.exec(&db::insert_sql(&mode.table(), COLUMNS, rows));
     }
 
     fn copy(&mut self, mode: Mode, rows: &[Vec<Val>]) {
-        let mut data = String::new();
-        for r in rows {
-            data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
-            data.push('\n');
-        }
-        let sql = format!("COPY {} ({COLUMNS}) FROM STDIN", mode.table());
-        let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
-            w.write_all(data.as_bytes()).expect("COPY data");
-            w.finish()
-        });
-        if let Err(e) = result {
+        if let Err(e) = db::copy_rows(&mut self.db, &mode.table(), COLUMNS, rows) {
             panic!("{}: COPY failed: {}", self.ctx(), db::describe(&e));
         }
     }

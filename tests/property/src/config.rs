@@ -1,6 +1,6 @@
 //! The pipeline configurations the property test drives, each on its own source table.
 
-use crate::values::{quote_ident, utc, DAY, HOUR, MINUTE};
+use crate::values::{quote_ident, quote_literal, utc, DAY, HOUR, INFINITY, MINUTE};
 use crate::windows::WindowSpec;
 
 #[derive(Clone, Copy, Debug)]
@@ -29,8 +29,11 @@ pub struct Column {
     pub null_pct: u32,
 }
 
+/// A pipeline the property test drives, on its own source table: what runs of every kind of
+/// window share, and in `windows` what its kind adds (`Windows` for tumbling, hopping and
+/// calendar windows, driven by `scenario`; `Sessions` for session windows, driven by `sessions`).
 #[derive(Clone, Debug)]
-pub struct Config {
+pub struct Config<W = Windows> {
     /// Short name for the database, the RNG stream and messages.
     pub label: &'static str,
     pub stream: u64,
@@ -40,34 +43,52 @@ pub struct Config {
     pub columns: Vec<Column>,
     /// Key columns in the order of the pipeline's key array.
     pub keys: Vec<&'static str>,
-    /// The model's windows, the same as `window_sql`, `slide_sql` and `origin` say.
-    pub windows: WindowSpec,
-    pub window_sql: &'static str,
-    /// `window_slide`, for hopping windows.
-    pub slide_sql: Option<&'static str>,
-    /// What `eventtime.pipelines.time_zone` shows: the zone of a calendar size (the default,
-    /// UTC, as the model knows no other), NULL for a fixed size.
-    pub time_zone: Option<&'static str>,
+    pub windows: W,
     pub lateness: i64,
     pub lateness_sql: &'static str,
-    /// `None` for the default origin, the Unix epoch.
-    pub origin: Option<&'static str>,
-    /// `max_ahead => NULL`: a run over years of event time must not depend on the wall clock.
-    pub unbounded_ahead: bool,
     /// How far a random watermark advance goes, at most one and a half times this.
     pub advance: i64,
     pub aggregates: &'static str,
     /// The names the aggregates list gives, as the views spell them.
     pub aliases: Vec<&'static str>,
-    /// Numeric columns `eventtime.lateness` is asked about, and whether the pipeline has a
-    /// `sum` or `avg` of each (without one, the refused value has no share).
-    pub values: Vec<(&'static str, bool)>,
     pub steps: usize,
     /// Where event time starts, before the first watermark.
     pub start: i64,
 }
 
-impl Config {
+/// Tumbling, hopping and calendar windows (SPEC §7).
+#[derive(Clone, Debug)]
+pub struct Windows {
+    /// The model's windows, the same as `size_sql`, `slide_sql` and `origin` say.
+    pub spec: WindowSpec,
+    /// `window_size`.
+    pub size_sql: &'static str,
+    /// `window_slide`, for hopping windows.
+    pub slide_sql: Option<&'static str>,
+    /// What `eventtime.pipelines.time_zone` shows: the zone of a calendar size (the default,
+    /// UTC, as the model knows no other), NULL for a fixed size.
+    pub time_zone: Option<&'static str>,
+    /// `None` for the default origin, the Unix epoch.
+    pub origin: Option<&'static str>,
+    /// `max_ahead => NULL`: a run over years of event time must not depend on the wall clock.
+    pub unbounded_ahead: bool,
+    /// Numeric columns `eventtime.lateness` is asked about, and whether the pipeline has a
+    /// `sum` or `avg` of each (without one, the refused value has no share).
+    pub values: Vec<(&'static str, bool)>,
+}
+
+/// Session windows (SPEC §7 and the session contract): `session_gap` instead of a window size.
+#[derive(Clone, Debug)]
+pub struct Sessions {
+    /// The gap in microseconds, and as `create_pipeline` is given it.
+    pub gap: i64,
+    pub gap_sql: &'static str,
+}
+
+/// A session pipeline; `sessions` drives it against `session_model`.
+pub type SessionConfig = Config<Sessions>;
+
+impl<W> Config<W> {
     pub fn source(&self) -> String {
         format!("{}.{}", quote_ident(self.schema), quote_ident(self.table))
     }
@@ -103,6 +124,86 @@ impl Config {
     pub fn key_indexes(&self) -> Vec<usize> {
         self.keys.iter().map(|k| self.column_index(k)).collect()
     }
+
+    /// Event time advances with the watermark; before the first one, it starts at `start`.
+    pub fn now(&self, watermark: Option<i64>) -> i64 {
+        match watermark {
+            Some(w) if w != INFINITY => w,
+            _ => self.start,
+        }
+    }
+
+    /// The source table's columns, quoted, in order.
+    pub fn column_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| quote_ident(c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `"k1"::text, "k2"::text, ` or nothing, to put before other columns.
+    pub fn keys_text(&self) -> String {
+        self.keys
+            .iter()
+            .map(|k| format!("{}::text, ", quote_ident(k)))
+            .collect()
+    }
+
+    /// `"k1", "k2", ` or nothing, to put before other columns.
+    pub fn keys_plain(&self) -> String {
+        self.keys
+            .iter()
+            .map(|k| format!("{}, ", quote_ident(k)))
+            .collect()
+    }
+
+    /// The aggregates' aliases, each cast to text.
+    pub fn aliases_text(&self) -> String {
+        self.aliases
+            .iter()
+            .map(|a| format!("{}::text", quote_ident(a)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The schema (unless `public`) and the source table.
+    pub fn create_source_sql(&self) -> String {
+        let defs = self
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", quote_ident(c.name), c.sql_type))
+            .collect::<Vec<_>>();
+        let mut sql = String::new();
+        if self.schema != "public" {
+            sql += &format!("CREATE SCHEMA {};\n", quote_ident(self.schema));
+        }
+        sql + &format!("CREATE TABLE {} ({});\n", self.source(), defs.join(", "))
+    }
+
+    /// The `create_pipeline` call of this pipeline: `windows` are the arguments that give its
+    /// windows, `options` more arguments after the aggregates, each after a comma.
+    pub fn create_pipeline_sql(&self, windows: &str, options: &str) -> String {
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| quote_literal(k))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let event_id = match self.event_id() {
+            Some(i) => quote_literal(self.columns[i].name),
+            None => "NULL".into(),
+        };
+        format!(
+            "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, key => ARRAY[{keys}]::text[], \
+             event_id => {event_id}, {windows}, allowed_lateness => interval {}, aggregates => {}{options});",
+            quote_literal(self.pipeline),
+            quote_literal(&self.source()),
+            quote_literal(self.columns[self.event_time()].name),
+            quote_literal(self.lateness_sql),
+            quote_literal(self.aggregates),
+        )
+    }
 }
 
 fn col(name: &'static str, sql_type: &'static str, role: Role, null_pct: u32) -> Column {
@@ -137,19 +238,21 @@ pub fn keyed_hourly() -> Config {
             col("occurred_at", "timestamptz", Role::EventTime, 0),
         ],
         keys: vec!["store", "region"],
-        windows: WindowSpec::tumbling(HOUR, 0),
-        window_sql: "1 hour",
-        slide_sql: None,
-        time_zone: None,
+        windows: Windows {
+            spec: WindowSpec::tumbling(HOUR, 0),
+            size_sql: "1 hour",
+            slide_sql: None,
+            time_zone: None,
+            origin: None,
+            unbounded_ahead: false,
+            values: vec![("amount", true), ("id", false)],
+        },
         lateness: 2 * HOUR,
         lateness_sql: "2 hours",
-        origin: None,
-        unbounded_ahead: false,
         advance: HOUR,
         aggregates: "count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, \
                      avg(amount) AS mean, count(note) AS notes",
         aliases: vec!["n", "total", "lo", "hi", "mean", "notes"],
-        values: vec![("amount", true), ("id", false)],
         steps: 130,
         start: utc("2026-03-01 00:00"),
     }
@@ -168,18 +271,20 @@ pub fn unkeyed_quarter_hour() -> Config {
             col("qty", "integer", Role::Qty, 5),
         ],
         keys: vec![],
-        windows: WindowSpec::tumbling(15 * MINUTE, 0),
-        window_sql: "15 minutes",
-        slide_sql: None,
-        time_zone: None,
+        windows: Windows {
+            spec: WindowSpec::tumbling(15 * MINUTE, 0),
+            size_sql: "15 minutes",
+            slide_sql: None,
+            time_zone: None,
+            origin: None,
+            unbounded_ahead: false,
+            values: vec![("qty", true)],
+        },
         lateness: 0,
         lateness_sql: "0",
-        origin: None,
-        unbounded_ahead: false,
         advance: 15 * MINUTE,
         aggregates: "count(*) AS n, sum(qty) AS total",
         aliases: vec!["n", "total"],
-        values: vec![("qty", true)],
         steps: 130,
         start: utc("2026-03-01 00:00"),
     }
@@ -202,19 +307,21 @@ pub fn quoted_daily() -> Config {
             col("Amount €", "numeric", Role::Amount, 5),
         ],
         keys: vec!["Store Name"],
-        windows: WindowSpec::tumbling(DAY, utc("2026-01-01 06:00")),
-        window_sql: "1 day",
-        slide_sql: None,
-        time_zone: Some("UTC"),
+        windows: Windows {
+            spec: WindowSpec::tumbling(DAY, utc("2026-01-01 06:00")),
+            size_sql: "1 day",
+            slide_sql: None,
+            time_zone: Some("UTC"),
+            origin: Some("2026-01-01 06:00+00"),
+            unbounded_ahead: false,
+            values: vec![("Amount €", true)],
+        },
         lateness: DAY,
         lateness_sql: "1 day",
-        origin: Some("2026-01-01 06:00+00"),
-        unbounded_ahead: false,
         advance: DAY,
         aggregates: "count(*) AS \"Orders\", sum(\"Amount €\") AS \"Revenue €\", avg(\"Amount €\") AS \"Mean €\", \
                      min(\"Amount €\") AS lo",
         aliases: vec!["Orders", "Revenue €", "Mean €", "lo"],
-        values: vec![("Amount €", true)],
         steps: 110,
         start: utc("2026-01-01 06:00"),
     }
@@ -237,19 +344,21 @@ pub fn hopping_3h() -> Config {
             col("at", "timestamptz", Role::EventTime, 0),
         ],
         keys: vec!["page"],
-        windows: WindowSpec::hopping(3 * HOUR, HOUR, utc("2026-04-01 00:20")),
-        window_sql: "3 hours",
-        slide_sql: Some("1 hour"),
-        time_zone: None,
+        windows: Windows {
+            spec: WindowSpec::hopping(3 * HOUR, HOUR, utc("2026-04-01 00:20")),
+            size_sql: "3 hours",
+            slide_sql: Some("1 hour"),
+            time_zone: None,
+            origin: Some("2026-04-01 00:20+00"),
+            unbounded_ahead: false,
+            values: vec![("amount", true), ("id", false)],
+        },
         lateness: 2 * HOUR,
         lateness_sql: "2 hours",
-        origin: Some("2026-04-01 00:20+00"),
-        unbounded_ahead: false,
         advance: HOUR,
         aggregates:
             "count(*) AS n, sum(amount) AS total, max(amount) AS hi, count(amount) AS priced",
         aliases: vec!["n", "total", "hi", "priced"],
-        values: vec![("amount", true), ("id", false)],
         steps: 80,
         start: utc("2026-04-01 00:00"),
     }
@@ -285,18 +394,20 @@ pub fn calendar_monthly() -> Config {
             col("qty", "integer", Role::Qty, 5),
         ],
         keys: vec!["customer"],
-        windows: WindowSpec::months(1, 1, 0),
-        window_sql: "1 month",
-        slide_sql: None,
-        time_zone: Some("UTC"),
+        windows: Windows {
+            spec: WindowSpec::months(1, 1, 0),
+            size_sql: "1 month",
+            slide_sql: None,
+            time_zone: Some("UTC"),
+            origin: None,
+            unbounded_ahead: true,
+            values: vec![("amount", true), ("qty", true)],
+        },
         lateness: 3 * DAY,
         lateness_sql: "3 days",
-        origin: None,
-        unbounded_ahead: true,
         advance: 4 * DAY,
         aggregates: "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo",
         aliases: vec!["n", "total", "mean_qty", "lo"],
-        values: vec![("amount", true), ("qty", true)],
         steps: 80,
         start: utc("2023-11-01 00:00"),
     }
@@ -317,81 +428,22 @@ pub fn calendar_hopping() -> Config {
             col("qty", "integer", Role::Qty, 5),
         ],
         keys: vec![],
-        windows: WindowSpec::months(3, 1, utc("2024-01-15 06:00")),
-        window_sql: "3 months",
-        slide_sql: Some("1 month"),
-        time_zone: Some("UTC"),
+        windows: Windows {
+            spec: WindowSpec::months(3, 1, utc("2024-01-15 06:00")),
+            size_sql: "3 months",
+            slide_sql: Some("1 month"),
+            time_zone: Some("UTC"),
+            origin: Some("2024-01-15 06:00+00"),
+            unbounded_ahead: true,
+            values: vec![("qty", true)],
+        },
         lateness: 10 * DAY,
         lateness_sql: "10 days",
-        origin: Some("2024-01-15 06:00+00"),
-        unbounded_ahead: true,
         advance: 8 * DAY,
         aggregates: "count(*) AS n, sum(qty) AS total, max(qty) AS hi",
         aliases: vec!["n", "total", "hi"],
-        values: vec![("qty", true)],
         steps: 70,
         start: utc("2023-06-01 00:00"),
-    }
-}
-
-/// A session pipeline (SPEC §7 and the session contract): `session_gap` instead of a window
-/// size. The columns play the roles of `Config`'s; `sessions` drives it against `session_model`.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    pub label: &'static str,
-    pub stream: u64,
-    pub schema: &'static str,
-    pub table: &'static str,
-    pub pipeline: &'static str,
-    pub columns: Vec<Column>,
-    pub keys: Vec<&'static str>,
-    /// The gap in microseconds, and as `create_pipeline` is given it.
-    pub gap: i64,
-    pub gap_sql: &'static str,
-    pub lateness: i64,
-    pub lateness_sql: &'static str,
-    /// How far a random watermark advance goes, at most one and a half times this.
-    pub advance: i64,
-    pub aggregates: &'static str,
-    pub aliases: Vec<&'static str>,
-    pub steps: usize,
-    pub start: i64,
-}
-
-impl SessionConfig {
-    pub fn source(&self) -> String {
-        format!("{}.{}", quote_ident(self.schema), quote_ident(self.table))
-    }
-
-    pub fn view(&self, suffix: &str) -> String {
-        format!(
-            "{}.{}",
-            quote_ident(self.schema),
-            quote_ident(&format!("{}{suffix}", self.pipeline))
-        )
-    }
-
-    fn position(&self, pred: impl Fn(&Column) -> bool) -> Option<usize> {
-        self.columns.iter().position(pred)
-    }
-
-    pub fn event_time(&self) -> usize {
-        self.position(|c| matches!(c.role, Role::EventTime))
-            .expect("an event time column")
-    }
-
-    pub fn event_id(&self) -> Option<usize> {
-        self.position(|c| matches!(c.role, Role::EventId { .. }))
-    }
-
-    pub fn key_indexes(&self) -> Vec<usize> {
-        self.keys
-            .iter()
-            .map(|k| {
-                self.position(|c| c.name == *k)
-                    .unwrap_or_else(|| panic!("no column {k}"))
-            })
-            .collect()
     }
 }
 
@@ -399,7 +451,7 @@ impl SessionConfig {
 /// a watermark that moves by about a quarter of an hour, so that late rows join, extend and
 /// bridge sessions that fired; a bigint event id, deduplicated per user for the pipeline's life.
 pub fn sessions_per_user() -> SessionConfig {
-    SessionConfig {
+    Config {
         label: "sessions_per_user",
         stream: 13,
         schema: "public",
@@ -413,8 +465,10 @@ pub fn sessions_per_user() -> SessionConfig {
             col("note", "text", Role::Note, 30),
         ],
         keys: vec!["user_id"],
-        gap: 20 * MINUTE,
-        gap_sql: "20 minutes",
+        windows: Sessions {
+            gap: 20 * MINUTE,
+            gap_sql: "20 minutes",
+        },
         lateness: 30 * MINUTE,
         lateness_sql: "30 minutes",
         advance: 15 * MINUTE,
@@ -429,7 +483,7 @@ pub fn sessions_per_user() -> SessionConfig {
 /// (h) One unkeyed session stream without event ids, names that need quoting, and a gap given
 /// in days (a day counts as 24 hours), with half a day of grace.
 pub fn sessions_unkeyed_daily() -> SessionConfig {
-    SessionConfig {
+    Config {
         label: "sessions_unkeyed_daily",
         stream: 14,
         schema: "Web Logs",
@@ -440,8 +494,10 @@ pub fn sessions_unkeyed_daily() -> SessionConfig {
             col("Qty", "integer", Role::Qty, 5),
         ],
         keys: vec![],
-        gap: DAY,
-        gap_sql: "1 day",
+        windows: Sessions {
+            gap: DAY,
+            gap_sql: "1 day",
+        },
         lateness: 12 * HOUR,
         lateness_sql: "12 hours",
         advance: 18 * HOUR,

@@ -1,6 +1,10 @@
 //! Connections to the server under test (PGHOST, PGPORT, PGUSER) and text-only queries.
 
+use std::io::Write;
+
 use postgres::{Client, NoTls, SimpleQueryMessage};
+
+use crate::values::Val;
 
 /// A text row: every column as PostgreSQL prints it, `None` for NULL.
 pub type Row = Vec<Option<String>>;
@@ -66,17 +70,55 @@ pub fn drop_database(name: &str) {
 
 /// The rows of a query, every column as text (simple query protocol).
 pub fn text_rows(db: &mut Client, sql: &str) -> Vec<Row> {
-    let msgs = db
-        .simple_query(sql)
-        .unwrap_or_else(|e| panic!("query failed: {}\n{sql}", describe(&e)));
-    msgs.into_iter()
+    try_text_rows(db, sql).unwrap_or_else(|e| panic!("query failed: {}\n{sql}", describe(&e)))
+}
+
+/// `text_rows`, leaving a failure to the caller, to say where it happened.
+pub fn try_text_rows(db: &mut Client, sql: &str) -> Result<Vec<Row>, postgres::Error> {
+    let msgs = db.simple_query(sql)?;
+    Ok(msgs
+        .into_iter()
         .filter_map(|m| match m {
             SimpleQueryMessage::Row(r) => {
                 Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
             }
             _ => None,
         })
-        .collect()
+        .collect())
+}
+
+/// A multi-row INSERT of `rows` into `columns` (quoted, comma-separated) of `table`.
+pub fn insert_sql(table: &str, columns: &str, rows: &[Vec<Val>]) -> String {
+    let values: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "({})",
+                r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO {table} ({columns}) VALUES {}",
+        values.join(",\n")
+    )
+}
+
+/// `rows` into `columns` (quoted, comma-separated) of `table` by `COPY ... FROM STDIN`.
+pub fn copy_rows(
+    db: &mut Client,
+    table: &str,
+    columns: &str,
+    rows: &[Vec<Val>],
+) -> Result<u64, postgres::Error> {
+    let mut data = String::new();
+    for r in rows {
+        data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
+        data.push('\n');
+    }
+    let mut w = db.copy_in(&format!("COPY {table} ({columns}) FROM STDIN"))?;
+    w.write_all(data.as_bytes()).expect("COPY data");
+    w.finish()
 }
 
 /// An error with the server's SQLSTATE, message, detail and hint, which `Display` leaves out.

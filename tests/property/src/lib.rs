@@ -15,12 +15,15 @@
 //!
 //! `sessions` drives session pipelines against `session_model`, an independent model of SPEC §7's
 //! session windows: islands of strict overlap, merges of fired sessions, `merged` versions.
+//! What the two runs share whatever their model (the connection and failure context, random
+//! column values, the ingest paths, the checks that need no model) is in `runner`.
 
 pub mod account;
 pub mod backfill;
 pub mod config;
 pub mod db;
 pub mod model;
+pub mod runner;
 pub mod scenario;
 pub mod session_model;
 pub mod sessions;

@@ -69,6 +69,15 @@ impl Counts {
     }
 }
 
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, other: Counts) {
+        self.accepted += other.accepted;
+        self.late += other.late;
+        self.refused += other.refused;
+        self.duplicates += other.duplicates;
+    }
+}
+
 /// One version of a window: version n is `firings[n - 1]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Firing {

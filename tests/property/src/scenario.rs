@@ -10,19 +10,18 @@
 //! latest version of a window is PostgreSQL's `GROUP BY` over its accepted and folded rows.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::io::Write;
 
 use postgres::Client;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::account::{self, ValueColumn};
 use crate::config::{Config, Role};
 use crate::db::{self, Row};
 use crate::model::{Counts, Event, KeyFilter, Keys, Kind, Landing, Model};
+use crate::runner::{self, key_args, on_or_before, random_keys, random_value, Driver, Method};
 use crate::values::{
-    decimal, quote_ident, quote_literal, ts_key, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
+    quote_literal, ts_key, ts_or_null, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
 };
 
 /// Text payloads that each ingest path must carry unchanged: COPY's escapes and its NULL
@@ -63,7 +62,7 @@ pub fn run(cfg: &Config, seed: u64) {
     let mut s = Scenario::new(cfg, seed, db::fresh_database(&dbname));
     s.setup();
     for step in 1..=cfg.steps {
-        s.step = step;
+        s.driver.step = step;
         if s.rng.random_range(0..100) < 65 {
             s.ingest_step();
         } else {
@@ -79,7 +78,7 @@ pub fn run(cfg: &Config, seed: u64) {
             s.check_account(None);
         }
     }
-    s.step += 1;
+    s.driver.step += 1;
     s.advance_step(Some(INFINITY));
     s.check();
     s.check_no_state();
@@ -89,16 +88,9 @@ pub fn run(cfg: &Config, seed: u64) {
     db::drop_database(&dbname);
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Method {
-    Insert,
-    Copy,
-    Ingest,
-}
-
 struct Scenario<'a> {
     cfg: &'a Config,
-    seed: u64,
+    driver: Driver,
     rng: ChaCha8Rng,
     /// The event times and keys `eventtime.explain` is asked about: a stream of its own, so
     /// that the probes do not change the run.
@@ -106,7 +98,6 @@ struct Scenario<'a> {
     /// Restatements and lateness checks: a stream of its own, so that they do not change the
     /// main stream's draws (what is ingested and advanced is as it was without them).
     corrections_rng: ChaCha8Rng,
-    db: Client,
     model: Model,
     key_cols: Vec<usize>,
     event_id_col: Option<usize>,
@@ -126,8 +117,6 @@ struct Scenario<'a> {
     /// The text of every history row the first time it was seen, by (keys, window start,
     /// version): history is append-only, so it must never change.
     snapshots: BTreeMap<(Keys, String, String), String>,
-    step: usize,
-    action: String,
     stats: Stats,
 }
 
@@ -187,45 +176,20 @@ impl Stats {
     }
 }
 
-/// Where a failure happened, and how to replay it.
-struct Ctx<'b> {
-    seed: u64,
-    label: &'b str,
-    step: usize,
-    action: &'b str,
-}
-
-impl fmt::Display for Ctx<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seed {} (replay with PROPERTY_SEED={}), config {}, step {}: {}",
-            self.seed, self.seed, self.label, self.step, self.action
-        )
-    }
-}
-
 impl<'a> Scenario<'a> {
     fn new(cfg: &'a Config, seed: u64, db: Client) -> Scenario<'a> {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        // Each configuration draws from its own stream, so adding one does not change the others.
-        rng.set_stream(cfg.stream);
-        let mut probe_rng = ChaCha8Rng::seed_from_u64(seed);
-        probe_rng.set_stream(PROBE_STREAMS + cfg.stream);
-        let mut corrections_rng = ChaCha8Rng::seed_from_u64(seed);
-        corrections_rng.set_stream(CORRECTION_STREAMS + cfg.stream);
         Scenario {
             cfg,
-            seed,
-            rng,
-            probe_rng,
-            corrections_rng,
-            db,
-            model: Model::new(cfg.windows, cfg.lateness, cfg.event_id().is_some()),
+            driver: Driver::new(db, seed, cfg.label),
+            rng: runner::rng(seed, cfg.stream),
+            probe_rng: runner::rng(seed, PROBE_STREAMS + cfg.stream),
+            corrections_rng: runner::rng(seed, CORRECTION_STREAMS + cfg.stream),
+            model: Model::new(cfg.windows.spec, cfg.lateness, cfg.event_id().is_some()),
             key_cols: cfg.key_indexes(),
             event_id_col: cfg.event_id(),
             event_time_col: cfg.event_time(),
             value_cols: cfg
+                .windows
                 .values
                 .iter()
                 .map(|(c, _)| cfg.column_index(c))
@@ -237,139 +201,54 @@ impl<'a> Scenario<'a> {
             pairs_sent: 0,
             max_event_time: cfg.start,
             snapshots: BTreeMap::new(),
-            step: 0,
-            action: "setup".into(),
             stats: Stats::default(),
         }
     }
 
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            seed: self.seed,
-            label: self.cfg.label,
-            step: self.step,
-            action: &self.action,
-        }
-    }
-
-    fn exec(&mut self, sql: &str) {
-        if let Err(e) = self.db.batch_execute(sql) {
-            panic!(
-                "{}: statement failed: {}\n{}",
-                self.ctx(),
-                db::describe(&e),
-                truncate(sql)
-            );
-        }
-    }
-
-    fn rows(&mut self, sql: &str) -> Vec<Row> {
-        db::text_rows(&mut self.db, sql)
-    }
-
-    fn column_list(&self) -> String {
-        self.cfg
-            .columns
-            .iter()
-            .map(|c| quote_ident(c.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// `"k1"::text, "k2"::text, ` or nothing, to put before other columns.
-    fn keys_text(&self) -> String {
-        self.cfg
-            .keys
-            .iter()
-            .map(|k| format!("{}::text, ", quote_ident(k)))
-            .collect()
-    }
-
-    fn keys_plain(&self) -> String {
-        self.cfg
-            .keys
-            .iter()
-            .map(|k| format!("{}, ", quote_ident(k)))
-            .collect()
-    }
-
-    fn aliases_text(&self) -> String {
-        self.cfg
-            .aliases
-            .iter()
-            .map(|a| format!("{}::text", quote_ident(a)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
     fn setup(&mut self) {
         let cfg = self.cfg;
-        let src = cfg.source();
-        let defs = cfg
-            .columns
-            .iter()
-            .map(|c| format!("{} {}", quote_ident(c.name), c.sql_type))
-            .collect::<Vec<_>>();
-        let mut sql = String::new();
-        if cfg.schema != "public" {
-            sql += &format!("CREATE SCHEMA {};\n", quote_ident(cfg.schema));
-        }
+        let w = &cfg.windows;
+        let mut sql = cfg.create_source_sql();
         sql += &format!(
-            "CREATE TABLE {src} ({});\n\
-             CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL);\n\
+            "CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL);\n\
              CREATE TABLE m_refused (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL, \
                                      _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL, \
                                      _n bigint PRIMARY KEY, _restated_in integer);\n",
-            defs.join(", ")
+            src = cfg.source()
         );
-        let keys = cfg
-            .keys
-            .iter()
-            .map(|k| quote_literal(k))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let event_id = match self.event_id_col {
-            Some(i) => quote_literal(cfg.columns[i].name),
-            None => "NULL".into(),
-        };
         let mut options = String::new();
-        if let Some(slide) = cfg.slide_sql {
+        if let Some(slide) = w.slide_sql {
             options += &format!(", window_slide => interval {}", quote_literal(slide));
         }
-        if let Some(o) = cfg.origin {
+        if let Some(o) = w.origin {
             options += &format!(", window_origin => {}", quote_literal(o));
         }
-        if cfg.unbounded_ahead {
+        if w.unbounded_ahead {
             options += ", max_ahead => NULL";
         }
-        sql += &format!(
-            "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, key => ARRAY[{keys}]::text[], \
-             event_id => {event_id}, window_size => interval {}, allowed_lateness => interval {}, aggregates => {}{options});",
-            quote_literal(cfg.pipeline),
-            quote_literal(&src),
-            quote_literal(cfg.columns[self.event_time_col].name),
-            quote_literal(cfg.window_sql),
-            quote_literal(cfg.lateness_sql),
-            quote_literal(cfg.aggregates),
+        sql += &cfg.create_pipeline_sql(
+            &format!("window_size => interval {}", quote_literal(w.size_sql)),
+            &options,
         );
-        self.exec(&sql);
+        self.driver.exec(&sql);
         self.check_definition();
     }
 
     /// `eventtime.pipelines` describes the windows as created (SPEC §7).
     fn check_definition(&mut self) {
         let cfg = self.cfg;
-        let slide = cfg
+        let w = &cfg.windows;
+        let slide = w
             .slide_sql
             .map(|s| format!("interval {}", quote_literal(s)))
             .unwrap_or_else(|| "NULL".into());
-        let got = self.rows(&format!(
+        let got = self.driver.rows(&format!(
             "SELECT window_kind, (window_size = interval {})::text, (window_slide IS NOT DISTINCT FROM {slide})::text, \
                     time_zone FROM eventtime.pipelines WHERE name = {}",
-            quote_literal(cfg.window_sql),
+            quote_literal(w.size_sql),
             quote_literal(cfg.pipeline)
         ));
-        let kind = if cfg.windows.is_hopping() {
+        let kind = if w.spec.is_hopping() {
             "hopping"
         } else {
             "tumbling"
@@ -378,22 +257,19 @@ impl<'a> Scenario<'a> {
             Some(kind.to_string()),
             Some("true".to_string()),
             Some("true".to_string()),
-            cfg.time_zone.map(str::to_string),
+            w.time_zone.map(str::to_string),
         ]];
         assert_eq!(
             got,
             expected,
             "{}: eventtime.pipelines (window_kind, window_size as given, window_slide as given, time_zone)",
-            self.ctx()
+            self.driver.ctx()
         );
     }
 
     /// Event time advances with the watermark; before the first one, it starts at `cfg.start`.
     fn now(&self) -> i64 {
-        match self.model.watermark {
-            Some(w) if w != INFINITY => w,
-            _ => self.cfg.start,
-        }
+        self.cfg.now(self.model.watermark)
     }
 
     /// Ahead of the watermark, behind it within the grace, far too late, or on the first or
@@ -427,30 +303,8 @@ impl<'a> Scenario<'a> {
         let cfg = self.cfg;
         let mut row = Vec::with_capacity(cfg.columns.len());
         for c in &cfg.columns {
-            if self.rng.random_range(0..100) < c.null_pct {
-                row.push(Val::Null);
-                continue;
-            }
-            row.push(match c.role {
-                Role::Key(values) => {
-                    Val::Text(values[self.rng.random_range(0..values.len())].to_string())
-                }
-                Role::EventId { text_prefix } => {
-                    // Fresh events never reuse an id: a repeated id is always a redelivery.
-                    self.next_id += 1;
-                    match text_prefix {
-                        None => Val::Int(self.next_id),
-                        Some(p) => Val::Text(format!("{p}{}", self.next_id)),
-                    }
-                }
-                Role::EventTime => Val::Ts(self.event_time(now)),
-                Role::Amount => Val::Num(decimal(
-                    self.rng.random_range(-2_000..200_000),
-                    self.rng.random_range(0..=3),
-                )),
-                Role::Qty => Val::Int(self.rng.random_range(-5..=100)),
-                Role::Note => Val::Text(NOTES[self.rng.random_range(0..NOTES.len())].to_string()),
-            });
+            let value = random_value(&mut self.rng, c, &mut self.next_id, NOTES);
+            row.push(value.unwrap_or_else(|| Val::Ts(self.event_time(now))));
         }
         row
     }
@@ -479,12 +333,9 @@ impl<'a> Scenario<'a> {
             1 => Method::Copy,
             _ => Method::Ingest,
         };
-        self.action = format!(
+        self.driver.action = format!(
             "{method:?} of {n} rows under watermark {}",
-            self.model
-                .watermark
-                .map(ts_text)
-                .unwrap_or_else(|| "NULL".into())
+            ts_or_null(self.model.watermark)
         );
         let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
         let (landings, expected) = self.model.ingest(&events);
@@ -493,25 +344,17 @@ impl<'a> Scenario<'a> {
             expected.total(),
             pairs as i64,
             "{}: the model accounts for every (row, window) pair once",
-            self.ctx()
+            self.driver.ctx()
         );
         self.stats.by_method[method as usize] += 1;
-        self.stats.counts.accepted += expected.accepted;
-        self.stats.counts.late += expected.late;
-        self.stats.counts.refused += expected.refused;
-        self.stats.counts.duplicates += expected.duplicates;
-        match method {
-            Method::Insert => self.send_insert(&batch),
-            Method::Copy => self.send_copy(&batch),
-            Method::Ingest => {
-                let got = self.send_ingest(&batch);
-                assert_eq!(
-                    got,
-                    expected,
-                    "{}: counts returned by eventtime.ingest",
-                    self.ctx()
-                );
-            }
+        self.stats.counts += expected;
+        if let Some(got) = self.driver.send(method, self.cfg, &batch, &mut self.rng) {
+            assert_eq!(
+                got,
+                expected,
+                "{}: counts returned by eventtime.ingest",
+                self.driver.ctx()
+            );
         }
         self.rows_sent += n as i64;
         self.pairs_sent += pairs as i64;
@@ -584,80 +427,6 @@ impl<'a> Scenario<'a> {
         batch
     }
 
-    fn send_insert(&mut self, batch: &[Vec<Val>]) {
-        let values: Vec<String> = batch
-            .iter()
-            .map(|r| {
-                format!(
-                    "({})",
-                    r.iter().map(Val::sql).collect::<Vec<_>>().join(", ")
-                )
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES {}",
-            self.cfg.source(),
-            self.column_list(),
-            values.join(",\n")
-        );
-        self.exec(&sql);
-    }
-
-    fn send_copy(&mut self, batch: &[Vec<Val>]) {
-        let mut data = String::new();
-        for r in batch {
-            data += &r.iter().map(Val::copy).collect::<Vec<_>>().join("\t");
-            data.push('\n');
-        }
-        let sql = format!(
-            "COPY {} ({}) FROM STDIN",
-            self.cfg.source(),
-            self.column_list()
-        );
-        let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
-            w.write_all(data.as_bytes()).expect("COPY data");
-            w.finish()
-        });
-        if let Err(e) = result {
-            panic!("{}: COPY failed: {}", self.ctx(), db::describe(&e));
-        }
-    }
-
-    fn send_ingest(&mut self, batch: &[Vec<Val>]) -> Counts {
-        let mut objects = Vec::with_capacity(batch.len());
-        for r in batch {
-            // A NULL may be written as null or left out; both must mean NULL.
-            let omit_nulls = self.rng.random_bool(0.5);
-            let fields: Vec<String> = self
-                .cfg
-                .columns
-                .iter()
-                .zip(r)
-                .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
-                .map(|(c, v)| format!("{}: {}", Val::Text(c.name.into()).json(), v.json()))
-                .collect();
-            objects.push(format!("{{{}}}", fields.join(", ")));
-        }
-        let doc = format!("[{}]", objects.join(",\n"));
-        let result = self.db.query_one(
-            "SELECT accepted, late, refused, duplicates FROM eventtime.ingest($1, $2::text::jsonb)",
-            &[&self.cfg.pipeline, &doc],
-        );
-        match result {
-            Ok(r) => Counts {
-                accepted: r.get(0),
-                late: r.get(1),
-                refused: r.get(2),
-                duplicates: r.get(3),
-            },
-            Err(e) => panic!(
-                "{}: eventtime.ingest failed: {}",
-                self.ctx(),
-                db::describe(&e)
-            ),
-        }
-    }
-
     /// Writes what the model accepted and refused to its tables, and remembers the rows sent.
     /// One model row per (row, window) pair: a row in three windows is three rows of
     /// `m_accepted` or `m_refused`, each with its window.
@@ -696,13 +465,13 @@ impl<'a> Scenario<'a> {
             self.sent.push(row.clone());
         }
         if !accepted.is_empty() {
-            self.exec(&format!(
+            self.driver.exec(&format!(
                 "INSERT INTO m_accepted VALUES {}",
                 accepted.join(",\n")
             ));
         }
         if !refused.is_empty() {
-            self.exec(&format!(
+            self.driver.exec(&format!(
                 "INSERT INTO m_refused VALUES {}",
                 refused.join(",\n")
             ));
@@ -729,12 +498,7 @@ impl<'a> Scenario<'a> {
                         boundaries.extend([end, end + l].into_iter().filter(|&b| b > cur));
                     }
                 }
-                let b = boundaries[self.rng.random_range(0..boundaries.len())];
-                if self.rng.random_bool(0.2) {
-                    b - 1
-                } else {
-                    b
-                }
+                on_or_before(&mut self.rng, &boundaries)
             }
             _ => (cur + self.rng.random_range(1..=s * 3 / 2)).div_euclid(SECOND) * SECOND,
         }
@@ -742,34 +506,22 @@ impl<'a> Scenario<'a> {
 
     fn advance_step(&mut self, to: Option<i64>) {
         let to = to.unwrap_or_else(|| self.pick_watermark());
-        self.action = format!(
-            "advance_watermark from {} to {}",
-            self.model
-                .watermark
-                .map(ts_text)
-                .unwrap_or_else(|| "NULL".into()),
-            ts_text(to)
-        );
+        let from = self.model.watermark;
         self.stats.advances += 1;
         if matches!(self.model.watermark, Some(cur) if to <= cur) {
             self.stats.advances_not_forward += 1;
         }
         let (fired, purged) = self.model.advance(to);
-        let got = self.rows(&format!(
-            "SELECT windows_fired::text, windows_purged::text, us(watermark) FROM eventtime.advance_watermark({}, {}::timestamptz)",
-            quote_literal(self.cfg.pipeline),
-            quote_literal(&ts_text(to))
-        ));
-        let expected = vec![vec![
+        let expected = vec![
             Some(fired.to_string()),
             Some(purged.to_string()),
             self.model.watermark.map(ts_key),
-        ]];
-        assert_eq!(
-            got,
+        ];
+        self.driver.check_advance(
+            self.cfg,
+            (from, to),
             expected,
-            "{}: advance_watermark returns (windows fired, windows purged, watermark)",
-            self.ctx()
+            "(windows fired, windows purged, watermark)",
         );
     }
 
@@ -866,12 +618,9 @@ impl<'a> Scenario<'a> {
             quote_literal(self.cfg.pipeline),
             quote_literal(&ts_text(from))
         );
-        self.action = format!(
+        self.driver.action = format!(
             "{call} under watermark {}",
-            self.model
-                .watermark
-                .map(ts_text)
-                .unwrap_or_else(|| "NULL".into())
+            ts_or_null(self.model.watermark)
         );
         self.stats.restate_calls += 1;
         let before: Vec<Option<usize>> = self
@@ -886,7 +635,7 @@ impl<'a> Scenario<'a> {
             "SELECT {}us(window_start), us(window_end), version::text, rows_folded::text FROM {call}",
             self.keys_of_json()
         );
-        let got = self.rows(&sql);
+        let got = self.driver.rows(&sql);
         let expected = written
             .iter()
             .map(|w| {
@@ -901,7 +650,7 @@ impl<'a> Scenario<'a> {
                 row
             })
             .collect();
-        self.assert_same_rows(
+        self.driver.same(
             "eventtime.restate (keys, key members, window_start, window_end, version, rows_folded)",
             got,
             expected,
@@ -918,17 +667,18 @@ impl<'a> Scenario<'a> {
             .collect();
         self.stats.rows_folded += folded.len();
         if !folded.is_empty() {
-            self.exec(&format!(
+            self.driver.exec(&format!(
                 "UPDATE m_refused m SET _restated_in = f.v FROM (VALUES {}) f(n, v) WHERE m._n = f.n",
                 folded.join(", ")
             ));
         }
         // The same call again has nothing new to fold: it writes nothing.
-        let action = std::mem::take(&mut self.action);
-        self.action = format!("{action} (again)");
-        let again = self.rows(&sql);
-        self.assert_same_rows("a second eventtime.restate", again, Vec::new());
-        self.action = action;
+        let action = std::mem::take(&mut self.driver.action);
+        self.driver.action = format!("{action} (again)");
+        let again = self.driver.rows(&sql);
+        self.driver
+            .same("a second eventtime.restate", again, Vec::new());
+        self.driver.action = action;
     }
 
     /// `eventtime.lateness` over a random range (around the watermark, everything, or bounds
@@ -952,12 +702,12 @@ impl<'a> Scenario<'a> {
                 (from, from + r.random_range(1..5 * s))
             }
         });
-        let value = match r.random_range(0..=self.cfg.values.len()) {
+        let value = match r.random_range(0..=self.cfg.windows.values.len()) {
             0 => None,
             i => Some(i - 1),
         };
         let value_sql = value
-            .map(|i| quote_literal(self.cfg.values[i].0))
+            .map(|i| quote_literal(self.cfg.windows.values[i].0))
             .unwrap_or_else(|| "NULL".into());
         let call = format!(
             "eventtime.lateness({}, {}::timestamptz, {}::timestamptz, {value_sql})",
@@ -965,8 +715,8 @@ impl<'a> Scenario<'a> {
             quote_literal(&ts_text(from)),
             quote_literal(&ts_text(to))
         );
-        self.action = format!("{call} after step {}", self.step);
-        let got = self.rows(&format!(
+        self.driver.action = format!("{call} after step {}", self.driver.step);
+        let got = self.driver.rows(&format!(
             "SELECT {}us(window_start), us(window_end), on_time::text, late::text, refused::text, \
                     refused_value::text, {}, {}, {}, {}, refused_share::text, refused_value_share::text \
              FROM {call}",
@@ -978,7 +728,7 @@ impl<'a> Scenario<'a> {
         ));
         let column = value.map(|index| ValueColumn {
             index,
-            has_total: self.cfg.values[index].1,
+            has_total: self.cfg.windows.values[index].1,
         });
         let lines = account::lateness(&self.model, from, to, column);
         // Shares are doubles: compared apart, within a few units in the last place, as the
@@ -1015,7 +765,7 @@ impl<'a> Scenario<'a> {
             .collect();
         actual.sort_by(|a, b| a.0.cmp(&b.0));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
-        self.assert_same_rows(
+        self.driver.same(
             "eventtime.lateness (keys, key members, window_start, window_end, on_time, late, refused, \
              refused_value, lateness p50, p90, p99, max)",
             actual.iter().map(|a| a.0.clone()).collect(),
@@ -1034,7 +784,7 @@ impl<'a> Scenario<'a> {
                 assert!(
                     close,
                     "{}: eventtime.lateness {what} of {:?}: {got:?}, expected {:?}",
-                    self.ctx(),
+                    self.driver.ctx(),
                     a.0,
                     e.1[i]
                 );
@@ -1056,8 +806,8 @@ impl<'a> Scenario<'a> {
             "eventtime.suggest_lateness({}{arg})",
             quote_literal(self.cfg.pipeline)
         );
-        self.action = format!("{call} after step {}", self.step);
-        let got = self.rows(&format!("SELECT {}", iv(&call)));
+        self.driver.action = format!("{call} after step {}", self.driver.step);
+        let got = self.driver.rows(&format!("SELECT {}", iv(&call)));
         let expected = vec![vec![
             account::suggest_lateness(&self.model, coverage).map(|l| l.to_string())
         ]];
@@ -1066,7 +816,7 @@ impl<'a> Scenario<'a> {
             expected,
             "{}: suggest_lateness as microseconds: the coverage quantile of the arrival lateness \
              of late and refused pairs, plus one",
-            self.ctx()
+            self.driver.ctx()
         );
     }
 
@@ -1075,7 +825,7 @@ impl<'a> Scenario<'a> {
     /// column.
     fn final_corrections(&mut self) {
         for _ in 0..3 {
-            self.step += 1;
+            self.driver.step += 1;
             self.restate_step(None);
             self.check();
         }
@@ -1083,7 +833,7 @@ impl<'a> Scenario<'a> {
             self.cfg.start - 10 * self.model.spec().span(),
             self.max_event_time + 10 * self.model.spec().span(),
         );
-        self.step += 1;
+        self.driver.step += 1;
         let any_key = vec![None; self.cfg.keys.len()];
         self.restate_step(Some((everything.0, Some(everything.1), any_key)));
         self.check();
@@ -1093,7 +843,7 @@ impl<'a> Scenario<'a> {
                 .iter()
                 .all(|p| p.restated_in.is_some()),
             "{}: a restatement of everything folds every refused pair",
-            self.ctx()
+            self.driver.ctx()
         );
         for _ in 0..3 {
             self.check_account(Some(everything));
@@ -1110,7 +860,7 @@ impl<'a> Scenario<'a> {
 
     /// Every row is accounted for once, and the pipeline's counters agree with the model.
     fn check_counters(&mut self) {
-        let accepted = self.rows("SELECT count(*)::text FROM m_accepted")[0][0]
+        let accepted = self.driver.rows("SELECT count(*)::text FROM m_accepted")[0][0]
             .clone()
             .unwrap();
         let accepted: i64 = accepted.parse().unwrap();
@@ -1118,26 +868,19 @@ impl<'a> Scenario<'a> {
             accepted + self.model.refused + self.model.duplicates,
             self.pairs_sent,
             "{}: accepted + late + refused + duplicates = (row, window) pairs sent",
-            self.ctx()
+            self.driver.ctx()
         );
-        let src = self.cfg.source();
-        let got = self.rows(&format!(
-            "SELECT (SELECT count(*) FROM {src})::text, refused::text, duplicates::text, firings::text, us(watermark) \
-             FROM eventtime.pipelines WHERE name = {}",
-            quote_literal(self.cfg.pipeline)
-        ));
-        let expected = vec![vec![
+        let expected = vec![
             Some(self.rows_sent.to_string()),
             Some(self.model.refused.to_string()),
             Some(self.model.duplicates.to_string()),
             Some(self.model.firings().to_string()),
             self.model.watermark.map(ts_key),
-        ]];
-        assert_eq!(
-            got,
+        ];
+        self.driver.check_counters(
+            self.cfg,
             expected,
-            "{}: (source rows, pipelines.refused, .duplicates, .firings, .watermark)",
-            self.ctx()
+            "(source rows, pipelines.refused, .duplicates, .firings, .watermark)",
         );
     }
 
@@ -1146,14 +889,18 @@ impl<'a> Scenario<'a> {
     /// PostgreSQL's own over those rows, `avg`, `min` and `max` included), and its version is
     /// the number of firings.
     fn check_latest(&mut self) {
-        let (kt, kp, at) = (self.keys_text(), self.keys_plain(), self.aliases_text());
+        let (kt, kp, at) = (
+            self.cfg.keys_text(),
+            self.cfg.keys_plain(),
+            self.cfg.aliases_text(),
+        );
         let nk = self.cfg.keys.len();
-        let actual = self.rows(&format!(
+        let actual = self.driver.rows(&format!(
             "SELECT {kt}us(window_start), us(window_end), version::text, {at} FROM {}",
             self.cfg.view("_latest")
         ));
-        let cols = self.column_list();
-        let grouped = self.rows(&format!(
+        let cols = self.cfg.column_list();
+        let grouped = self.driver.rows(&format!(
             "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM \
                (SELECT {cols}, _ws FROM m_accepted \
                 UNION ALL SELECT {cols}, _ws FROM m_refused WHERE _restated_in IS NOT NULL) r \
@@ -1176,7 +923,7 @@ impl<'a> Scenario<'a> {
                 expected.push(row);
             }
         }
-        self.assert_same_rows(
+        self.driver.same(
             "_latest (keys, window_start, window_end, version, aggregates)",
             actual,
             expected,
@@ -1184,36 +931,15 @@ impl<'a> Scenario<'a> {
     }
 
     fn check_refused(&mut self) {
-        let kt = self.keys_text();
-        let src = self.cfg.source();
-        let actual = self.rows(&format!(
-            "SELECT {kt}event_id::text, us(event_time), us(window_start), us(window_end), us(deadline), us(watermark), \
-                    jsonb_populate_record(NULL::{src}, \"row\")::text, restated_in::text FROM {}",
-            self.cfg.view("_refused")
-        ));
-        let event_id = match self.event_id_col {
-            Some(i) => quote_ident(self.cfg.columns[i].name),
-            None => "NULL".into(),
-        };
-        let expected = self.rows(&format!(
-            "SELECT {kt}{event_id}::text, us({}), us(_ws), us(_we), us(_deadline), us(_wm), ROW({})::text, \
-                    _restated_in::text FROM m_refused",
-            quote_ident(self.cfg.columns[self.event_time_col].name),
-            self.column_list()
-        ));
-        self.assert_same_rows(
-            "_refused (keys, event_id, event_time, window_start, window_end, deadline, watermark, row, restated_in)",
-            actual,
-            expected,
-        );
+        self.driver.check_refused(self.cfg, "_restated_in::text");
     }
 
     /// Versions 1..n per window with the model's kinds and watermarks, sealed exactly for
     /// version 1; and no history row ever changes or disappears.
     fn check_history(&mut self) {
-        let kt = self.keys_text();
+        let kt = self.cfg.keys_text();
         let nk = self.cfg.keys.len();
-        let mut actual = self.rows(&format!(
+        let mut actual = self.driver.rows(&format!(
             "SELECT {kt}us(window_start), version::text, kind, sealed::text, us(window_end), us(watermark), h::text \
              FROM {} h",
             self.cfg.view("_history")
@@ -1245,40 +971,31 @@ impl<'a> Scenario<'a> {
                 expected.push(row);
             }
         }
-        self.assert_same_rows(
+        self.driver.same(
             "_history (keys, window_start, version, kind, sealed, window_end, watermark)",
             actual,
             expected,
         );
-        for (key, before) in &self.snapshots {
-            match current.get(key) {
-                Some(now) if now == before => {}
-                Some(now) => panic!(
-                    "{}: history row {key:?} changed\n  was: {before}\n  now: {now}",
-                    self.ctx()
-                ),
-                None => panic!(
-                    "{}: history row {key:?} disappeared; it was: {before}",
-                    self.ctx()
-                ),
-            }
-        }
-        self.snapshots.extend(current);
+        self.driver
+            .check_history_unchanged(&mut self.snapshots, current);
     }
 
     /// `_sealed` is version 1 of each window, as history has it.
     fn check_sealed(&mut self) {
         let cols = format!(
             "{}us(window_start), us(window_end), version::text, kind, {}, sealed::text, us(watermark), fired_at::text",
-            self.keys_text(),
-            self.aliases_text()
+            self.cfg.keys_text(),
+            self.cfg.aliases_text()
         );
-        let actual = self.rows(&format!("SELECT {cols} FROM {}", self.cfg.view("_sealed")));
-        let expected = self.rows(&format!(
+        let actual = self
+            .driver
+            .rows(&format!("SELECT {cols} FROM {}", self.cfg.view("_sealed")));
+        let expected = self.driver.rows(&format!(
             "SELECT {cols} FROM {} WHERE version = 1",
             self.cfg.view("_history")
         ));
-        self.assert_same_rows("_sealed against version 1 of _history", actual, expected);
+        self.driver
+            .same("_sealed against version 1 of _history", actual, expected);
     }
 
     /// `eventtime.explain` gives one row per window of the event time, with the model's bounds,
@@ -1294,17 +1011,8 @@ impl<'a> Scenario<'a> {
             } else {
                 spec.nth_start(now, self.probe_rng.random_range(-2 - spec.overlap()..=1))
             };
-            let mut keys = String::new();
-            for &k in &self.key_cols {
-                let value = match self.cfg.columns[k].role {
-                    Role::Key(values) if self.probe_rng.random_range(0..5) > 0 => {
-                        quote_literal(values[self.probe_rng.random_range(0..values.len())])
-                    }
-                    _ => "NULL".into(),
-                };
-                keys += &format!(", {value}::text");
-            }
-            let got = self.rows(&format!(
+            let keys = key_args(&random_keys(&mut self.probe_rng, self.cfg));
+            let got = self.driver.rows(&format!(
                 "SELECT us(window_start), us(window_end), us(deadline), landing \
                  FROM eventtime.explain({}, {}::timestamptz{keys})",
                 quote_literal(self.cfg.pipeline),
@@ -1328,7 +1036,7 @@ impl<'a> Scenario<'a> {
                     ]
                 })
                 .collect();
-            self.assert_same_rows(
+            self.driver.same(
                 &format!(
                     "eventtime.explain at {} (window_start, window_end, deadline, landing)",
                     ts_text(t)
@@ -1343,9 +1051,9 @@ impl<'a> Scenario<'a> {
         assert!(
             self.model.windows.values().all(|w| !w.live),
             "{}: the model still has live windows",
-            self.ctx()
+            self.driver.ctx()
         );
-        let got = self.rows(&format!(
+        let got = self.driver.rows(&format!(
             "SELECT state_rows::text FROM eventtime.pipelines WHERE name = {}",
             quote_literal(self.cfg.pipeline)
         ));
@@ -1353,79 +1061,7 @@ impl<'a> Scenario<'a> {
             got,
             vec![vec![Some("0".to_string())]],
             "{}: no state rows after watermark 'infinity'",
-            self.ctx()
+            self.driver.ctx()
         );
     }
-
-    /// Compares two multisets of rows and names the rows missing on either side.
-    fn assert_same_rows(&self, what: &str, actual: Vec<Row>, expected: Vec<Row>) {
-        assert_same_rows(&self.ctx(), what, actual, expected);
-    }
-}
-
-/// Compares two multisets of rows and panics naming the rows missing on either side, after
-/// `ctx` (where the failure happened, and how to replay it).
-pub fn assert_same_rows(
-    ctx: &dyn fmt::Display,
-    what: &str,
-    mut actual: Vec<Row>,
-    mut expected: Vec<Row>,
-) {
-    actual.sort();
-    expected.sort();
-    if actual == expected {
-        return;
-    }
-    let (mut missing, mut unexpected) = (Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
-    while i < actual.len() || j < expected.len() {
-        match (actual.get(i), expected.get(j)) {
-            (Some(a), Some(e)) if a == e => {
-                i += 1;
-                j += 1;
-            }
-            (Some(a), Some(e)) if a < e => {
-                unexpected.push(a);
-                i += 1;
-            }
-            (Some(a), None) => {
-                unexpected.push(a);
-                i += 1;
-            }
-            (_, Some(e)) => {
-                missing.push(e);
-                j += 1;
-            }
-            (None, None) => unreachable!(),
-        }
-    }
-    let show = |rows: &[&Row]| {
-        rows.iter()
-            .take(8)
-            .map(|r| format!("\n    {r:?}"))
-            .collect::<String>()
-            + &if rows.len() > 8 {
-                format!("\n    ... {} more", rows.len() - 8)
-            } else {
-                String::new()
-            }
-    };
-    panic!(
-        "{ctx}: {what} differs from the model ({} rows, expected {})\n  expected but missing:{}\n  present but not expected:{}",
-        actual.len(),
-        expected.len(),
-        show(&missing),
-        show(&unexpected)
-    );
-}
-
-pub fn truncate(sql: &str) -> String {
-    if sql.len() <= 2000 {
-        return sql.to_string();
-    }
-    let mut end = 2000;
-    while !sql.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &sql[..end])
 }

@@ -19,19 +19,17 @@
 //! many of those rows it holds), so that result types and scales are PostgreSQL's own.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::io::Write;
 
 use postgres::Client;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::{Role, SessionConfig};
 use crate::db::{self, Row};
 use crate::model::Keys;
-use crate::scenario::{assert_same_rows, truncate};
+use crate::runner::{self, key_args, on_or_before, random_keys, random_value, Driver, Method};
 use crate::session_model::{Counts, Event, Kind, Landing, Outcome, SessionModel};
-use crate::values::{decimal, quote_ident, quote_literal, ts_key, ts_text, Val, INFINITY, SECOND};
+use crate::values::{quote_literal, ts_key, ts_or_null, ts_text, Val, INFINITY, SECOND};
 
 /// The RNG stream of a config's explain probes is this plus its own stream.
 const PROBE_STREAMS: u64 = 1000;
@@ -52,7 +50,7 @@ pub fn run(cfg: &SessionConfig, seed: u64) {
     let mut s = Run::new(cfg, seed, db::fresh_database(&dbname));
     s.setup();
     for step in 1..=cfg.steps {
-        s.step = step;
+        s.driver.step = step;
         if s.rng.random_range(0..100) < 62 {
             s.ingest_step();
         } else {
@@ -63,20 +61,13 @@ pub fn run(cfg: &SessionConfig, seed: u64) {
         }
         s.check();
     }
-    s.step += 1;
+    s.driver.step += 1;
     s.advance_step(Some(INFINITY));
     s.check();
     s.check_no_state();
     println!("{}: {}", cfg.label, s.stats.summary(&s.model));
     drop(s);
     db::drop_database(&dbname);
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Method {
-    Insert,
-    Copy,
-    Ingest,
 }
 
 /// What a run exercised, printed at its end so that a weak seed or generator shows.
@@ -150,29 +141,11 @@ impl Stats {
     }
 }
 
-struct Ctx<'b> {
-    seed: u64,
-    label: &'b str,
-    step: usize,
-    action: &'b str,
-}
-
-impl fmt::Display for Ctx<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seed {} (replay with PROPERTY_SEED={}), config {}, step {}: {}",
-            self.seed, self.seed, self.label, self.step, self.action
-        )
-    }
-}
-
 struct Run<'a> {
     cfg: &'a SessionConfig,
-    seed: u64,
+    driver: Driver,
     rng: ChaCha8Rng,
     probe_rng: ChaCha8Rng,
-    db: Client,
     model: SessionModel,
     key_cols: Vec<usize>,
     event_id_col: Option<usize>,
@@ -186,24 +159,17 @@ struct Run<'a> {
     /// The text of every history row the first time it was seen, by (keys, window start,
     /// window end, version): history is append-only.
     snapshots: BTreeMap<Row, String>,
-    step: usize,
-    action: String,
     stats: Stats,
 }
 
 impl<'a> Run<'a> {
     fn new(cfg: &'a SessionConfig, seed: u64, db: Client) -> Run<'a> {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(cfg.stream);
-        let mut probe_rng = ChaCha8Rng::seed_from_u64(seed);
-        probe_rng.set_stream(PROBE_STREAMS + cfg.stream);
         Run {
             cfg,
-            seed,
-            rng,
-            probe_rng,
-            db,
-            model: SessionModel::new(cfg.gap, cfg.lateness, cfg.event_id().is_some()),
+            driver: Driver::new(db, seed, cfg.label),
+            rng: runner::rng(seed, cfg.stream),
+            probe_rng: runner::rng(seed, PROBE_STREAMS + cfg.stream),
+            model: SessionModel::new(cfg.windows.gap, cfg.lateness, cfg.event_id().is_some()),
             key_cols: cfg.key_indexes(),
             event_id_col: cfg.event_id(),
             event_time_col: cfg.event_time(),
@@ -212,185 +178,61 @@ impl<'a> Run<'a> {
             rows_sent: 0,
             written: Vec::new(),
             snapshots: BTreeMap::new(),
-            step: 0,
-            action: "setup".into(),
             stats: Stats::default(),
         }
     }
 
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            seed: self.seed,
-            label: self.cfg.label,
-            step: self.step,
-            action: &self.action,
-        }
-    }
-
-    fn exec(&mut self, sql: &str) {
-        if let Err(e) = self.db.batch_execute(sql) {
-            panic!(
-                "{}: statement failed: {}\n{}",
-                self.ctx(),
-                db::describe(&e),
-                truncate(sql)
-            );
-        }
-    }
-
-    fn rows(&mut self, sql: &str) -> Vec<Row> {
-        match self.db.simple_query(sql) {
-            Ok(msgs) => msgs
-                .into_iter()
-                .filter_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(r) => {
-                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                    }
-                    _ => None,
-                })
-                .collect(),
-            Err(e) => panic!(
-                "{}: query failed: {}\n{}",
-                self.ctx(),
-                db::describe(&e),
-                truncate(sql)
-            ),
-        }
-    }
-
-    fn same(&self, what: &str, actual: Vec<Row>, expected: Vec<Row>) {
-        assert_same_rows(&self.ctx(), what, actual, expected);
-    }
-
-    fn column_list(&self) -> String {
-        let names: Vec<String> = self
-            .cfg
-            .columns
-            .iter()
-            .map(|c| quote_ident(c.name))
-            .collect();
-        names.join(", ")
-    }
-
-    fn keys_text(&self) -> String {
-        self.cfg
-            .keys
-            .iter()
-            .map(|k| format!("{}::text, ", quote_ident(k)))
-            .collect()
-    }
-
-    fn aliases_text(&self) -> String {
-        let a: Vec<String> = self
-            .cfg
-            .aliases
-            .iter()
-            .map(|a| format!("{}::text", quote_ident(a)))
-            .collect();
-        a.join(", ")
-    }
-
-    fn watermark_text(&self) -> String {
-        self.model
-            .watermark
-            .map(ts_text)
-            .unwrap_or_else(|| "NULL".into())
-    }
-
     fn setup(&mut self) {
         let cfg = self.cfg;
-        let src = cfg.source();
-        let defs: Vec<String> = cfg
-            .columns
-            .iter()
-            .map(|c| format!("{} {}", quote_ident(c.name), c.sql_type))
-            .collect();
-        let mut sql = String::new();
-        if cfg.schema != "public" {
-            sql += &format!("CREATE SCHEMA {};\n", quote_ident(cfg.schema));
-        }
+        let mut sql = cfg.create_source_sql();
         sql += &format!(
-            "CREATE TABLE {src} ({});\n\
-             CREATE TABLE m_rows (LIKE {src}, _n bigint PRIMARY KEY);\n\
+            "CREATE TABLE m_rows (LIKE {src}, _n bigint PRIMARY KEY);\n\
              CREATE TABLE m_member (_sid integer, _pos integer, _n bigint, PRIMARY KEY (_sid, _pos));\n\
              CREATE TABLE m_version (_sid integer, _v integer, _len integer, PRIMARY KEY (_sid, _v));\n\
              CREATE TABLE m_refused (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL, \
                                      _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL);\n",
-            defs.join(", ")
+            src = cfg.source()
         );
-        let keys: Vec<String> = cfg.keys.iter().map(|k| quote_literal(k)).collect();
-        let event_id = match self.event_id_col {
-            Some(i) => quote_literal(cfg.columns[i].name),
-            None => "NULL".into(),
-        };
-        sql += &format!(
-            "SELECT eventtime.create_pipeline(name => {}, source => {}, event_time => {}, \
-             key => ARRAY[{}]::text[], event_id => {event_id}, session_gap => interval {}, \
-             allowed_lateness => interval {}, aggregates => {}, max_ahead => NULL);",
-            quote_literal(cfg.pipeline),
-            quote_literal(&src),
-            quote_literal(cfg.columns[self.event_time_col].name),
-            keys.join(", "),
-            quote_literal(cfg.gap_sql),
-            quote_literal(cfg.lateness_sql),
-            quote_literal(cfg.aggregates),
+        sql += &cfg.create_pipeline_sql(
+            &format!(
+                "session_gap => interval {}",
+                quote_literal(cfg.windows.gap_sql)
+            ),
+            ", max_ahead => NULL",
         );
-        self.exec(&sql);
-        let got = self.rows(&format!(
+        self.driver.exec(&sql);
+        let got = self.driver.rows(&format!(
             "SELECT window_kind, (window_size IS NULL)::text, (session_gap = interval {})::text, \
                     extract(epoch FROM session_gap)::bigint::text \
              FROM eventtime.pipelines WHERE name = {}",
-            quote_literal(cfg.gap_sql),
+            quote_literal(cfg.windows.gap_sql),
             quote_literal(cfg.pipeline)
         ));
         let expected = vec![vec![
             Some("session".to_string()),
             Some("true".to_string()),
             Some("true".to_string()),
-            Some((cfg.gap / SECOND).to_string()),
+            Some((cfg.windows.gap / SECOND).to_string()),
         ]];
         assert_eq!(
             got,
             expected,
             "{}: eventtime.pipelines (window_kind, window_size IS NULL, session_gap as given, its seconds)",
-            self.ctx()
+            self.driver.ctx()
         );
     }
 
     /// Event time moves with the watermark; before the first one, it starts at `cfg.start`.
     fn now(&self) -> i64 {
-        match self.model.watermark {
-            Some(w) if w != INFINITY => w,
-            _ => self.cfg.start,
-        }
+        self.cfg.now(self.model.watermark)
     }
 
     fn fresh_row(&mut self, now: i64) -> Vec<Val> {
         let mut row = Vec::with_capacity(self.cfg.columns.len());
         for c in &self.cfg.columns {
-            if self.rng.random_range(0..100) < c.null_pct {
-                row.push(Val::Null);
-                continue;
-            }
-            row.push(match c.role {
-                Role::Key(values) => {
-                    Val::Text(values[self.rng.random_range(0..values.len())].to_string())
-                }
-                Role::EventId { text_prefix } => {
-                    self.next_id += 1;
-                    match text_prefix {
-                        None => Val::Int(self.next_id),
-                        Some(p) => Val::Text(format!("{p}{}", self.next_id)),
-                    }
-                }
-                Role::EventTime => Val::Ts(0),
-                Role::Amount => Val::Num(decimal(
-                    self.rng.random_range(-2_000..200_000),
-                    self.rng.random_range(0..=3),
-                )),
-                Role::Qty => Val::Int(self.rng.random_range(-5..=100)),
-                Role::Note => Val::Text(NOTES[self.rng.random_range(0..NOTES.len())].to_string()),
-            });
+            // The event time is drawn below, after the other columns.
+            let value = random_value(&mut self.rng, c, &mut self.next_id, NOTES);
+            row.push(value.unwrap_or(Val::Ts(0)));
         }
         if !self.aim(&mut row) {
             let t = self.near(now);
@@ -401,7 +243,7 @@ impl<'a> Run<'a> {
 
     /// Ahead of the watermark, behind it within the grace, or beyond it.
     fn near(&mut self, now: i64) -> i64 {
-        let (g, l) = (self.cfg.gap, self.cfg.lateness);
+        let (g, l) = (self.cfg.windows.gap, self.cfg.lateness);
         let t = match self.rng.random_range(0..100) {
             0..45 => now + self.rng.random_range(0..3 * g),
             45..80 => now - self.rng.random_range(0..=g + l),
@@ -418,7 +260,7 @@ impl<'a> Run<'a> {
     /// and an event time that touches it, extends it, falls inside it, bridges it with the next
     /// session of its key, or (a purged session) overlaps it. Returns whether it did.
     fn aim(&mut self, row: &mut [Val]) -> bool {
-        let g = self.cfg.gap;
+        let g = self.cfg.windows.gap;
         let live: Vec<usize> = (0..self.model.sessions.len())
             .filter(|&i| self.model.sessions[i].live)
             .collect();
@@ -563,31 +405,22 @@ impl<'a> Run<'a> {
             40..60 => Method::Copy,
             _ => Method::Ingest,
         };
-        self.action = format!(
+        self.driver.action = format!(
             "{method:?} of {} rows under watermark {}",
             batch.len(),
-            self.watermark_text()
+            ts_or_null(self.model.watermark)
         );
         let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
         let (landings, expected) = self.model.ingest(&events);
         self.stats.by_method[method as usize] += 1;
-        let c = &mut self.stats.counts;
-        c.accepted += expected.accepted;
-        c.late += expected.late;
-        c.refused += expected.refused;
-        c.duplicates += expected.duplicates;
-        match method {
-            Method::Insert => self.send_insert(&batch),
-            Method::Copy => self.send_copy(&batch),
-            Method::Ingest => {
-                let got = self.send_ingest(&batch);
-                if got != expected {
-                    panic!(
-                        "{}: counts returned by eventtime.ingest: {got:?}, expected {expected:?}\n{}",
-                        self.ctx(),
-                        self.describe_batch(&batch, &landings)
-                    );
-                }
+        self.stats.counts += expected;
+        if let Some(got) = self.driver.send(method, self.cfg, &batch, &mut self.rng) {
+            if got != expected {
+                panic!(
+                    "{}: counts returned by eventtime.ingest: {got:?}, expected {expected:?}\n{}",
+                    self.driver.ctx(),
+                    self.describe_batch(&batch, &landings)
+                );
             }
         }
         self.rows_sent += batch.len() as i64;
@@ -602,80 +435,6 @@ impl<'a> Run<'a> {
             out += &format!("\n    ({}) -> {l:?}", cells.join(", "));
         }
         out
-    }
-
-    fn send_insert(&mut self, batch: &[Vec<Val>]) {
-        let values: Vec<String> = batch
-            .iter()
-            .map(|r| {
-                let cells: Vec<String> = r.iter().map(Val::sql).collect();
-                format!("({})", cells.join(", "))
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES {}",
-            self.cfg.source(),
-            self.column_list(),
-            values.join(",\n")
-        );
-        self.exec(&sql);
-    }
-
-    fn send_copy(&mut self, batch: &[Vec<Val>]) {
-        let mut data = String::new();
-        for r in batch {
-            let cells: Vec<String> = r.iter().map(Val::copy).collect();
-            data += &cells.join("\t");
-            data.push('\n');
-        }
-        let sql = format!(
-            "COPY {} ({}) FROM STDIN",
-            self.cfg.source(),
-            self.column_list()
-        );
-        let result = self.db.copy_in(sql.as_str()).and_then(|mut w| {
-            w.write_all(data.as_bytes()).expect("COPY data");
-            w.finish()
-        });
-        if let Err(e) = result {
-            panic!("{}: COPY failed: {}", self.ctx(), db::describe(&e));
-        }
-    }
-
-    fn send_ingest(&mut self, batch: &[Vec<Val>]) -> Counts {
-        let objects: Vec<String> = batch
-            .iter()
-            .map(|r| {
-                // A NULL may be written as null or left out; both must mean NULL.
-                let omit_nulls = self.rng.random_bool(0.5);
-                let fields: Vec<String> = self
-                    .cfg
-                    .columns
-                    .iter()
-                    .zip(r)
-                    .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
-                    .map(|(c, v)| format!("{}: {}", Val::Text(c.name.into()).json(), v.json()))
-                    .collect();
-                format!("{{{}}}", fields.join(", "))
-            })
-            .collect();
-        let doc = format!("[{}]", objects.join(",\n"));
-        match self.db.query_one(
-            "SELECT accepted, late, refused, duplicates FROM eventtime.ingest($1, $2::text::jsonb)",
-            &[&self.cfg.pipeline, &doc],
-        ) {
-            Ok(r) => Counts {
-                accepted: r.get(0),
-                late: r.get(1),
-                refused: r.get(2),
-                duplicates: r.get(3),
-            },
-            Err(e) => panic!(
-                "{}: eventtime.ingest failed: {}",
-                self.ctx(),
-                db::describe(&e)
-            ),
-        }
     }
 
     /// Writes the accepted and refused rows to the model's tables, then what changed in the
@@ -709,7 +468,7 @@ impl<'a> Run<'a> {
         }
         sql += &self.sync_sessions();
         if !sql.is_empty() {
-            self.exec(&sql);
+            self.driver.exec(&sql);
         }
     }
 
@@ -757,12 +516,7 @@ impl<'a> Run<'a> {
                 if boundaries.is_empty() {
                     boundaries.push(cur + a);
                 }
-                let b = boundaries[self.rng.random_range(0..boundaries.len())];
-                if self.rng.random_bool(0.2) {
-                    b - 1
-                } else {
-                    b
-                }
+                on_or_before(&mut self.rng, &boundaries)
             }
             _ => (cur + self.rng.random_range(1..=a * 3 / 2)).div_euclid(SECOND) * SECOND,
         }
@@ -770,33 +524,23 @@ impl<'a> Run<'a> {
 
     fn advance_step(&mut self, to: Option<i64>) {
         let to = to.unwrap_or_else(|| self.pick_watermark());
-        self.action = format!(
-            "advance_watermark from {} to {}",
-            self.watermark_text(),
-            ts_text(to)
-        );
+        let from = self.model.watermark;
         self.stats.advances += 1;
         let done = self.model.advance(to);
-        let got = self.rows(&format!(
-            "SELECT windows_fired::text, windows_purged::text, us(watermark) \
-             FROM eventtime.advance_watermark({}, {}::timestamptz)",
-            quote_literal(self.cfg.pipeline),
-            quote_literal(&ts_text(to))
-        ));
-        let expected = vec![vec![
+        let expected = vec![
             Some(done.fired.to_string()),
             Some(done.purged.to_string()),
             self.model.watermark.map(ts_key),
-        ]];
-        assert_eq!(
-            got,
+        ];
+        self.driver.check_advance(
+            self.cfg,
+            (from, to),
             expected,
-            "{}: advance_watermark returns (sessions fired, sessions purged, watermark)",
-            self.ctx()
+            "(sessions fired, sessions purged, watermark)",
         );
         let sql = self.sync_sessions();
         if !sql.is_empty() {
-            self.exec(&sql);
+            self.driver.exec(&sql);
         }
     }
 
@@ -812,11 +556,11 @@ impl<'a> Run<'a> {
     /// The aggregates of each (session id, version), computed by PostgreSQL over the rows the
     /// model says it holds.
     fn expected_aggregates(&mut self) -> HashMap<(usize, usize), Row> {
-        let rows = self.rows(&format!(
+        let rows = self.driver.rows(&format!(
             "SELECT _sid::text, _v::text, {} FROM (SELECT v._sid, v._v, {} FROM m_version v \
                JOIN m_member m ON m._sid = v._sid AND m._pos < v._len JOIN m_rows r ON r._n = m._n \
              GROUP BY v._sid, v._v) q",
-            self.aliases_text(),
+            self.cfg.aliases_text(),
             self.cfg.aggregates
         ));
         let mut out = HashMap::new();
@@ -831,30 +575,23 @@ impl<'a> Run<'a> {
             out.len(),
             versions,
             "{}: the model's tables hold every version's rows",
-            self.ctx()
+            self.driver.ctx()
         );
         out
     }
 
     fn check_counters(&mut self) {
-        let got = self.rows(&format!(
-            "SELECT (SELECT count(*) FROM {})::text, refused::text, duplicates::text, firings::text, us(watermark) \
-             FROM eventtime.pipelines WHERE name = {}",
-            self.cfg.source(),
-            quote_literal(self.cfg.pipeline)
-        ));
-        let expected = vec![vec![
+        let expected = vec![
             Some(self.rows_sent.to_string()),
             Some(self.model.refused.to_string()),
             Some(self.model.duplicates.to_string()),
             Some(self.model.versions().to_string()),
             self.model.watermark.map(ts_key),
-        ]];
-        assert_eq!(
-            got,
+        ];
+        self.driver.check_counters(
+            self.cfg,
             expected,
-            "{}: (source rows, pipelines.refused, .duplicates, .firings = history rows, .watermark)",
-            self.ctx()
+            "(source rows, pipelines.refused, .duplicates, .firings = history rows, .watermark)",
         );
     }
 
@@ -862,12 +599,12 @@ impl<'a> Run<'a> {
     /// `sealed` exactly for version 1, and watermark; no history row ever changes.
     fn check_history(&mut self, aggregates: &HashMap<(usize, usize), Row>) {
         let nk = self.cfg.keys.len();
-        let mut actual = self.rows(&format!(
+        let mut actual = self.driver.rows(&format!(
             "SELECT {}us(window_start), us(window_end), version::text, kind, us(lower(merged_into)), \
                     us(upper(merged_into)), (lower_inc(merged_into) AND NOT upper_inc(merged_into))::text, \
                     {}, sealed::text, us(watermark), h::text FROM {} h",
-            self.keys_text(),
-            self.aliases_text(),
+            self.cfg.keys_text(),
+            self.cfg.aliases_text(),
             self.cfg.view("_history")
         ));
         let mut current = BTreeMap::new();
@@ -893,34 +630,22 @@ impl<'a> Run<'a> {
                 expected.push(row);
             }
         }
-        self.same(
+        self.driver.same(
             "_history (keys, window_start, window_end, version, kind, lower and upper of merged_into, \
              merged_into is [), aggregates, sealed, watermark)",
             actual,
             expected,
         );
-        for (key, before) in &self.snapshots {
-            match current.get(key) {
-                Some(now) if now == before => {}
-                Some(now) => panic!(
-                    "{}: history row {key:?} changed\n  was: {before}\n  now: {now}",
-                    self.ctx()
-                ),
-                None => panic!(
-                    "{}: history row {key:?} disappeared; it was: {before}",
-                    self.ctx()
-                ),
-            }
-        }
-        self.snapshots.extend(current);
+        self.driver
+            .check_history_unchanged(&mut self.snapshots, current);
     }
 
     /// The greatest version of every session that was not absorbed.
     fn check_latest(&mut self, aggregates: &HashMap<(usize, usize), Row>) {
-        let actual = self.rows(&format!(
+        let actual = self.driver.rows(&format!(
             "SELECT {}us(window_start), us(window_end), version::text, kind, {}, us(watermark) FROM {}",
-            self.keys_text(),
-            self.aliases_text(),
+            self.cfg.keys_text(),
+            self.cfg.aliases_text(),
             self.cfg.view("_latest")
         ));
         let mut expected = Vec::new();
@@ -938,7 +663,7 @@ impl<'a> Run<'a> {
                 expected.push(row);
             }
         }
-        self.same(
+        self.driver.same(
             "_latest (keys, window_start, window_end, version, kind, aggregates, watermark)",
             actual,
             expected,
@@ -947,11 +672,11 @@ impl<'a> Run<'a> {
 
     /// Version 1 of every session that fired, absorbed ones included.
     fn check_sealed(&mut self, aggregates: &HashMap<(usize, usize), Row>) {
-        let actual = self.rows(&format!(
+        let actual = self.driver.rows(&format!(
             "SELECT {}us(window_start), us(window_end), version::text, kind, {}, sealed::text, us(watermark) \
              FROM {}",
-            self.keys_text(),
-            self.aliases_text(),
+            self.cfg.keys_text(),
+            self.cfg.aliases_text(),
             self.cfg.view("_sealed")
         ));
         let mut expected = Vec::new();
@@ -969,7 +694,7 @@ impl<'a> Run<'a> {
                 expected.push(row);
             }
         }
-        self.same(
+        self.driver.same(
             "_sealed (keys, window_start, window_end, version, kind, aggregates, sealed, watermark)",
             actual,
             expected,
@@ -979,44 +704,14 @@ impl<'a> Run<'a> {
     /// Each refused row with its own window `[t, t + gap)`, deadline and the watermark that
     /// refused it; nothing restated.
     fn check_refused(&mut self) {
-        let kt = self.keys_text();
-        let src = self.cfg.source();
-        let actual = self.rows(&format!(
-            "SELECT {kt}event_id::text, us(event_time), us(window_start), us(window_end), us(deadline), \
-                    us(watermark), jsonb_populate_record(NULL::{src}, \"row\")::text, restated_in::text FROM {}",
-            self.cfg.view("_refused")
-        ));
-        let event_id = match self.event_id_col {
-            Some(i) => quote_ident(self.cfg.columns[i].name),
-            None => "NULL".into(),
-        };
-        let expected = self.rows(&format!(
-            "SELECT {kt}{event_id}::text, us({t}), us(_ws), us(_we), us(_deadline), us(_wm), ROW({})::text, NULL \
-             FROM m_refused",
-            self.column_list(),
-            t = quote_ident(self.cfg.columns[self.event_time_col].name),
-        ));
-        self.same(
-            "_refused (keys, event_id, event_time, window_start, window_end, deadline, watermark, row, restated_in)",
-            actual,
-            expected,
-        );
+        self.driver.check_refused(self.cfg, "NULL");
     }
 
     /// `eventtime.explain` of a session pipeline: one row, the row's own window `[t, t + gap)`,
     /// its deadline and landing under the watermark now.
     fn check_explain(&mut self) {
-        let g = self.cfg.gap;
-        let mut keys: Keys = self
-            .key_cols
-            .iter()
-            .map(|&k| match self.cfg.columns[k].role {
-                Role::Key(values) if self.probe_rng.random_range(0..5) > 0 => {
-                    Some(values[self.probe_rng.random_range(0..values.len())].to_string())
-                }
-                _ => None,
-            })
-            .collect();
+        let g = self.cfg.windows.gap;
+        let mut keys = random_keys(&mut self.probe_rng, self.cfg);
         // Near the watermark, on a live session of its key, or on the last part of a purged
         // one, where a row can still be accepted.
         let purged = self.probe_rng.random_bool(0.5);
@@ -1040,21 +735,12 @@ impl<'a> Run<'a> {
                 self.probe_rng.random_range(start - g..=end)
             }
         };
-        let key_args: String = keys
-            .iter()
-            .map(|k| {
-                let v = k
-                    .as_deref()
-                    .map(quote_literal)
-                    .unwrap_or_else(|| "NULL".into());
-                format!(", {v}::text")
-            })
-            .collect();
+        let key_args = key_args(&keys);
         let action = std::mem::replace(
-            &mut self.action,
+            &mut self.driver.action,
             format!("eventtime.explain at {} for key {keys:?}", ts_text(t)),
         );
-        let mut got = self.rows(&format!(
+        let mut got = self.driver.rows(&format!(
             "SELECT us(window_start), us(window_end), us(deadline), landing, explanation \
              FROM eventtime.explain({}, {}::timestamptz{key_args})",
             quote_literal(self.cfg.pipeline),
@@ -1071,7 +757,7 @@ impl<'a> Run<'a> {
             Some(ts_key(t + g + self.cfg.lateness)),
             Some(self.model.landing(t, self.model.watermark).to_string()),
         ]];
-        self.same(
+        self.driver.same(
             "eventtime.explain (window_start, window_end, deadline, landing)",
             got,
             expected,
@@ -1111,9 +797,9 @@ impl<'a> Run<'a> {
             absent.is_empty(),
             "{}: eventtime.explain's explanation does not say what the row would do ({outcome:?}): \
              it lacks {absent:?}\n  explanation: {explanation}",
-            self.ctx()
+            self.driver.ctx()
         );
-        self.action = action;
+        self.driver.action = action;
     }
 
     fn check_no_state(&mut self) {
@@ -1121,9 +807,9 @@ impl<'a> Run<'a> {
             self.model.live().count(),
             0,
             "{}: the model still has live sessions",
-            self.ctx()
+            self.driver.ctx()
         );
-        let got = self.rows(&format!(
+        let got = self.driver.rows(&format!(
             "SELECT state_rows::text, open_windows::text FROM eventtime.pipelines WHERE name = {}",
             quote_literal(self.cfg.pipeline)
         ));
@@ -1131,7 +817,7 @@ impl<'a> Run<'a> {
             got,
             vec![vec![Some("0".to_string()), Some("0".to_string())]],
             "{}: (state_rows, open_windows) after watermark 'infinity'",
-            self.ctx()
+            self.driver.ctx()
         );
     }
 }

@@ -87,6 +87,11 @@ pub fn ts_text(us: i64) -> String {
     dt.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string()
 }
 
+/// `ts_text`, or `NULL` for no timestamp (no watermark yet), for messages.
+pub fn ts_or_null(us: Option<i64>) -> String {
+    us.map(ts_text).unwrap_or_else(|| "NULL".into())
+}
+
 /// A timestamp the way the checks compare it: the text of the `us()` SQL function that the
 /// test installs, microseconds since the Unix epoch or `infinity`.
 pub fn ts_key(us: i64) -> String {

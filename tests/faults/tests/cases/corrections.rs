@@ -33,7 +33,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{describe, exec, text_rows, Failure};
+use pg_eventtime_faults::db::{backend_pid, describe, exec, text_rows, wait_for_lock, Failure};
 use pg_eventtime_faults::rows::{insert_sql, send, Method, SendError, TableSpec, Values};
 use pg_eventtime_faults::workload::{
     connect, create_db, join, table, ts_text, Shared, DB, EVENTS_TABLE, HOUR, MINUTE, OWNER, T0,
@@ -281,28 +281,6 @@ fn check_notes(
     zero
 }
 
-/// Waits until session `pid` waits on a heavyweight lock; returns what it waits on.
-fn wait_for_lock(obs: &mut Client, pid: i32, limit: Duration) -> Option<String> {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        let r = obs
-            .query_one(
-                "SELECT wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .unwrap();
-        if r.get::<_, Option<String>>(0).as_deref() == Some("Lock") {
-            return Some(format!(
-                "{} ({})",
-                r.get::<_, Option<String>>(1).unwrap_or_default(),
-                r.get::<_, Option<String>>(2).unwrap_or_default()
-            ));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
 /// Sets the flag when dropped, also while unwinding.
 struct StopOnDrop<'a>(&'a AtomicBool);
 
@@ -310,10 +288,6 @@ impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
-}
-
-fn pid(c: &mut Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
 }
 
 /// The internal history table of a pipeline (`_eventtime.p<id>_history`, with `_et_xid` and
@@ -477,7 +451,7 @@ fn feed_writer(
     let t = events_table(FEED);
     let mut out = WriterOut::default();
     let mut c = connect(cluster, OWNER, sh, false)?;
-    let me = pid(&mut c);
+    let me = backend_pid(&mut c);
     while Instant::now() < until {
         if sh.aborted() {
             return Err("aborted".into());
@@ -556,7 +530,7 @@ fn feed_writer(
 fn feed_advancer(cluster: &Cluster, sh: &Shared, hist: &str, seed: u64) -> Result<Vec<Tx>, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xADD_A11CE);
     let mut c = connect(cluster, OWNER, sh, false)?;
-    let me = pid(&mut c);
+    let me = backend_pid(&mut c);
     let mut txs = Vec::new();
     let mut w = sh.watermark.load(Ordering::SeqCst);
     loop {
@@ -1460,7 +1434,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             &mut seen,
         ));
         let mut b = owner();
-        let (a_pid, b_pid) = (pid(&mut a), pid(&mut b));
+        let (a_pid, b_pid) = (backend_pid(&mut a), backend_pid(&mut b));
 
         // Round 1, W1: refused rows (s3 has never published in W1), and a redelivery of one of
         // them, a duplicate. A restates in an open transaction; B's restatement waits for it,

@@ -17,12 +17,12 @@
 
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use postgres::Client;
 
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{describe, exec, one_i64, text_rows};
+use pg_eventtime_faults::db::{backend_pid, describe, exec, one_i64, text_rows, wait_for_lock};
 use pg_eventtime_faults::roles::{assert_logged_in_as, create_login_role, OWNER};
 
 /// Created by `OWNER`, who logs in for every ingest and advance of these tests; the observer
@@ -54,35 +54,6 @@ fn setup(name: &str) -> Cluster {
 /// A session of the pipeline's owner.
 fn owner(cluster: &Cluster) -> Client {
     cluster.connect_as("crit", OWNER)
-}
-
-fn pid(c: &mut Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
-}
-
-/// Waits until session `pid` waits on a heavyweight lock; returns what it waits on.
-fn wait_for_lock(obs: &mut Client, pid: i32, limit: Duration) -> Option<String> {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        let r = obs
-            .query_one(
-                "SELECT wait_event_type, wait_event, left(query, 60) FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .unwrap();
-        let wt: Option<String> = r.get(0);
-        if wt.as_deref() == Some("Lock") {
-            let we: Option<String> = r.get(1);
-            let q: Option<String> = r.get(2);
-            return Some(format!(
-                "{} ({})",
-                we.unwrap_or_default(),
-                q.unwrap_or_default()
-            ));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// The rows of a query as text, or its error.
@@ -138,7 +109,7 @@ fn the_critical_interleavings() {
     a.batch_execute("BEGIN; INSERT INTO t VALUES (1, 'a', 10, '2026-03-01 10:15+00')")
         .unwrap();
     let mut b = owner(&cluster);
-    let b_pid = pid(&mut b);
+    let b_pid = backend_pid(&mut b);
     let (b_rx, b_h) = spawn_query(b, "SELECT windows_fired::text, watermark::text FROM eventtime.advance_watermark('crit', '2026-03-01 11:30+00')".into());
     let waits = wait_for_lock(&mut obs, b_pid, Duration::from_secs(10));
     assert!(
@@ -148,7 +119,7 @@ fn the_critical_interleavings() {
     eprintln!("  1: the advance waits on {}", waits.unwrap());
     assert!(b_rx.recv_timeout(Duration::from_secs(1)).is_err(), "advance_watermark returned while an ingest transaction with a row of a window it fires was open");
     let mut d = owner(&cluster);
-    let d_pid = pid(&mut d);
+    let d_pid = backend_pid(&mut d);
     let (d_rx, d_h) = spawn_query(
         d,
         "INSERT INTO t VALUES (2, 'a', 5, '2026-03-01 10:40+00')".into(),
@@ -285,7 +256,7 @@ fn the_critical_interleavings() {
     let mut e = owner(&cluster);
     e.batch_execute("BEGIN").unwrap();
     e.query("SELECT count(*) FROM t", &[]).unwrap();
-    let e_pid = pid(&mut e);
+    let e_pid = backend_pid(&mut e);
     let (e_rx, e_h) = spawn_query(
         e,
         "INSERT INTO t VALUES (31, 'd', 6, '2026-03-01 16:20+00') RETURNING id::text".into(),
@@ -398,7 +369,7 @@ fn concurrent_bulk_loads_of_new_windows_count_each_id_once() {
         a.batch_execute(&format!("BEGIN; {}", load(1, 1500, day)))
             .unwrap();
         let mut b = owner(&cluster);
-        let b_pid = pid(&mut b);
+        let b_pid = backend_pid(&mut b);
         let (b_rx, b_h) = spawn_query(b, load(1001, 2500, day));
         let waits = wait_for_lock(&mut obs, b_pid, Duration::from_secs(10));
         assert!(

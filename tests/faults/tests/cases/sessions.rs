@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{describe, Failure};
+use pg_eventtime_faults::db::{backend_pid, describe, wait_for_lock, Failure};
 use pg_eventtime_faults::rows::{send, Method, Values};
 use pg_eventtime_faults::sessions::{
     advance_to, check, ingest_tx, random_method, read_snapshot, run_advancer, run_killer,
@@ -55,28 +55,6 @@ fn start(name: &str, extra: &[&str]) -> Cluster {
 
 fn owner(cluster: &Cluster) -> Client {
     cluster.connect_as(DB, OWNER)
-}
-
-fn pid(c: &mut Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
-}
-
-/// Waits until session `pid` waits on a heavyweight lock; returns what it waits on.
-fn wait_for_lock(obs: &mut Client, pid: i32, limit: Duration) -> Option<String> {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        let r = obs
-            .query_one(
-                "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .unwrap();
-        if r.get::<_, Option<String>>(0).as_deref() == Some("Lock") {
-            return Some(r.get::<_, Option<String>>(1).unwrap_or_default());
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 fn click(run: &Run, key: &str, ts: i64) -> Click {
@@ -203,7 +181,7 @@ fn bridge_pair(
 ) {
     let mut c1 = owner(cluster);
     let mut c2 = owner(cluster);
-    let pid2 = pid(&mut c2);
+    let pid2 = backend_pid(&mut c2);
     let (b1, b2) = (next_batch(run), next_batch(run));
     let (rows1, rows2) = (values(run, b1, t1), values(run, b2, t2));
     let mut tx = c1.transaction().unwrap();
