@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -111,6 +112,24 @@ impl Driver {
     /// Sends `batch` to the pipeline's source table by `method`; for `eventtime.ingest`, returns
     /// the counts it returned. `rng` decides, per row, whether `eventtime.ingest` is given its
     /// NULLs as `null` or not at all.
+    /// The notifications on channel `eventtime` that arrived since the last call, as the
+    /// `versions` counts of their payloads: (main, late, merged, restatement).
+    pub fn announced(&mut self) -> Vec<[i64; 4]> {
+        let mut out = Vec::new();
+        let mut pending = self.db.notifications();
+        let mut it = pending.iter();
+        while let Some(n) = it.next().unwrap_or_else(|e| panic!("notifications: {e}")) {
+            if n.channel() != "eventtime" {
+                continue;
+            }
+            let p = n.payload();
+            out.push(["main", "late", "merged", "restatement"].map(|k| {
+                payload_count(p, k).unwrap_or_else(|| panic!("payload without versions.{k}: {p}"))
+            }));
+        }
+        out
+    }
+
     pub fn send<W>(
         &mut self,
         method: Method,
@@ -402,4 +421,16 @@ pub fn truncate(sql: &str) -> String {
         end -= 1;
     }
     format!("{}...", &sql[..end])
+}
+
+/// The integer after `"key":` in a notification payload (the counts of `versions` are the only
+/// integer fields with these names).
+fn payload_count(payload: &str, key: &str) -> Option<i64> {
+    let at = payload.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let digits: String = payload[at..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }

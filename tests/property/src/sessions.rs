@@ -201,6 +201,7 @@ impl<'a> Run<'a> {
             ", max_ahead => NULL",
         );
         self.driver.exec(&sql);
+        self.driver.exec("LISTEN eventtime");
         let got = self.driver.rows(&format!(
             "SELECT window_kind, (window_size IS NULL)::text, (session_gap = interval {})::text, \
                     extract(epoch FROM session_gap)::bigint::text \
@@ -411,6 +412,7 @@ impl<'a> Run<'a> {
             ts_or_null(self.model.watermark)
         );
         let events: Vec<Event> = batch.iter().map(|r| self.model_event(r)).collect();
+        let before = self.versions_by_kind();
         let (landings, expected) = self.model.ingest(&events);
         self.stats.by_method[method as usize] += 1;
         self.stats.counts += expected;
@@ -424,7 +426,36 @@ impl<'a> Run<'a> {
             }
         }
         self.rows_sent += batch.len() as i64;
+        self.check_announced(before);
         self.record(&batch, &landings);
+    }
+
+    /// The versions of the model's sessions by kind: (main, late, merged).
+    fn versions_by_kind(&self) -> [i64; 3] {
+        let mut out = [0; 3];
+        for v in self.model.sessions.iter().flat_map(|s| &s.versions) {
+            out[v.kind as usize] += 1;
+        }
+        out
+    }
+
+    /// SPEC §8: a statement that wrote versions sends one notification with their counts by kind;
+    /// one that wrote none sends none. `before` is [`Self::versions_by_kind`] before it.
+    fn check_announced(&mut self, before: [i64; 3]) {
+        let now = self.versions_by_kind();
+        let written = [0, 1, 2].map(|i| now[i] - before[i]);
+        let expected: Vec<[i64; 4]> = if written.iter().sum::<i64>() > 0 {
+            vec![[written[0], written[1], written[2], 0]]
+        } else {
+            Vec::new()
+        };
+        let got = self.driver.announced();
+        assert_eq!(
+            got,
+            expected,
+            "{}: notifications on channel eventtime, as (main, late, merged, restatement)",
+            self.driver.ctx()
+        );
     }
 
     /// The statement's rows with the model's landings, for failure messages.
@@ -526,6 +557,7 @@ impl<'a> Run<'a> {
         let to = to.unwrap_or_else(|| self.pick_watermark());
         let from = self.model.watermark;
         self.stats.advances += 1;
+        let before = self.versions_by_kind();
         let done = self.model.advance(to);
         let expected = vec![
             Some(done.fired.to_string()),
@@ -538,6 +570,7 @@ impl<'a> Run<'a> {
             expected,
             "(sessions fired, sessions purged, watermark)",
         );
+        self.check_announced(before);
         let sql = self.sync_sessions();
         if !sql.is_empty() {
             self.driver.exec(&sql);
