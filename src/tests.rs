@@ -147,6 +147,32 @@ mod tests {
         );
     }
 
+    /// Session keys under a case-insensitive (non-deterministic) collation are one key whatever
+    /// the case, as `GROUP BY` on the source column makes them: the pipeline's tables carry the
+    /// column's collation, so the key hash and the comparisons agree with it.
+    #[pg_test]
+    fn session_keys_follow_their_column_collation() {
+        Spi::run(
+            "CREATE COLLATION session_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); \
+             CREATE TABLE nd (u text COLLATE session_ci, at timestamptz); \
+             SELECT eventtime.create_pipeline(name => 'nd', source => 'nd', event_time => 'at', key => ARRAY['u'], \
+                                              session_gap => '30 minutes')",
+        )
+        .unwrap();
+        for (u, t) in [("Ann", "10:00"), ("ann", "10:10"), ("Ann", "10:05")] {
+            Spi::run(&format!(
+                "INSERT INTO nd VALUES ('{u}', '2026-11-30 {t}+00')"
+            ))
+            .unwrap();
+        }
+        Spi::run("SELECT eventtime.advance_watermark('nd', 'infinity')").unwrap();
+        assert_eq!(count("SELECT count(*) FROM nd_latest"), 1);
+        assert_eq!(
+            count("SELECT events FROM nd_latest WHERE window_start = '2026-11-30 10:00+00' AND window_end = '2026-11-30 10:40+00'"),
+            3
+        );
+    }
+
     #[pg_test]
     fn drop_pipeline_leaves_the_source_and_its_rows() {
         setup("0", true);

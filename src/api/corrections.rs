@@ -22,6 +22,7 @@ use super::pipeline::source_columns;
 use super::watermark::require_read_committed;
 use crate::core::aggregates::AggFunc;
 use crate::core::ident::quote_ident;
+use crate::core::sqlgen::key_equals_param;
 use crate::pg::announce;
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
@@ -132,12 +133,7 @@ fn key_filter(
             serde_json::Value::String(s) => Some(s.clone()),
             other => Some(other.to_string()),
         });
-        sql += &format!(
-            " AND r.{} IS NOT DISTINCT FROM (${}::text)::{}",
-            quote_ident(&k.name),
-            first + values.len() - 1,
-            k.type_name
-        );
+        sql += &key_equals_param("r", k, first + values.len() - 1);
     }
     (sql, values)
 }

@@ -12,10 +12,9 @@ use pgrx::prelude::*;
 
 use super::watermark::{sources, tstz};
 use crate::core::clock;
-use crate::core::ident::quote_ident;
 use crate::core::landing::{self, Landing, WindowState};
 use crate::core::model::PipelineDef;
-use crate::core::sqlgen::duration_literal;
+use crate::core::sqlgen::{duration_literal, key_equals_param};
 use crate::core::time;
 use crate::core::window::Window;
 use crate::pg::catalog;
@@ -115,14 +114,7 @@ mod _eventtime {
             .keys
             .iter()
             .enumerate()
-            .map(|(i, k)| {
-                format!(
-                    " AND t.{} IS NOT DISTINCT FROM (${}::text)::{}",
-                    quote_ident(&k.name),
-                    i + 2,
-                    k.type_name
-                )
-            })
+            .map(|(i, k)| key_equals_param("t", k, i + 2))
             .collect();
         let state_sql = format!(
             "SELECT sum(t._et_n)::bigint FROM {} t WHERE t.window_start = $1{key_match}",

@@ -31,14 +31,19 @@ pub struct SourceColumn {
     /// `atttypid::regtype`: the type without modifiers.
     pub base: String,
     pub type_oid: pg_sys::Oid,
+    /// The column's collation, quoted and schema-qualified, when it is not its type's.
+    pub collation: Option<String>,
 }
 
 pub fn source_columns(rel: pg_sys::Oid) -> Vec<SourceColumn> {
     Spi::connect(|client| {
         client
             .select(
-                "SELECT attname::text, format_type(atttypid, atttypmod), atttypid::regtype::text, atttypid \
-                 FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid::regtype::text, a.atttypid, \
+                        (SELECT format('%I.%I', n.nspname, c.collname) FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace \
+                         WHERE c.oid = a.attcollation AND a.attcollation <> t.typcollation) \
+                 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
+                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
                 None,
                 &[rel.into()],
             )
@@ -48,6 +53,7 @@ pub fn source_columns(rel: pg_sys::Oid) -> Vec<SourceColumn> {
                 declared: r.get(2).unwrap().unwrap(),
                 base: r.get(3).unwrap().unwrap(),
                 type_oid: r.get(4).unwrap().unwrap(),
+                collation: r.get(5).unwrap(),
             })
             .collect()
     })
@@ -69,14 +75,25 @@ fn find<'a>(cols: &'a [SourceColumn], table: &str, name: &str, role: &str) -> &'
 /// Keys and event ids go into unique btree indexes (grouping, dedup): their type needs a btree
 /// ordering, as for GROUP BY.
 fn require_ordering(table: &str, c: &SourceColumn, role: &str) {
+    require_opclass(table, c, role, pg_sys::BTREE_AM_OID);
+}
+
+/// Session keys are hashed (`hash_record`, as in the key lookup and the key locks): their type
+/// needs a default hash opclass.
+fn require_hashing(table: &str, c: &SourceColumn) {
+    require_opclass(table, c, "key", pg_sys::HASH_AM_OID);
+}
+
+fn require_opclass(table: &str, c: &SourceColumn, role: &str, am: pg_sys::Oid) {
     // SAFETY: a catalog lookup by type oid; it raises no error for a type without an opclass.
-    let opclass = unsafe { pg_sys::GetDefaultOpClass(c.type_oid, pg_sys::BTREE_AM_OID) };
+    let opclass = unsafe { pg_sys::GetDefaultOpClass(c.type_oid, am) };
     if opclass == pg_sys::InvalidOid {
         EtError::NotGroupable {
             table: table.to_string(),
             column: c.name.clone(),
             type_name: c.declared.clone(),
             role: role.to_string(),
+            hash: am == pg_sys::HASH_AM_OID,
         }
         .raise()
     }
@@ -497,6 +514,9 @@ fn create_pipeline(
         };
         let c = find(&cols, &source_sql, k, "key");
         require_ordering(&source_sql, c, "key");
+        if session_gap.is_some() {
+            require_hashing(&source_sql, c);
+        }
         if keys.iter().any(|s: &Column| &s.name == k) {
             EtError::DuplicateColumn {
                 name: k.clone(),
@@ -507,6 +527,7 @@ fn create_pipeline(
         keys.push(Column {
             name: c.name.clone(),
             type_name: c.declared.clone(),
+            collation: c.collation.clone(),
         });
     }
     let event_id_col = event_id.map(|e| {
@@ -515,6 +536,7 @@ fn create_pipeline(
         Column {
             name: c.name.clone(),
             type_name: c.declared.clone(),
+            collation: c.collation.clone(),
         }
     });
 

@@ -15,6 +15,20 @@ pub struct Column {
     /// The type as `format_type` prints it, typmod included.
     #[serde(rename = "type")]
     pub type_name: String,
+    /// The column's collation (quoted, schema-qualified) when it is not its type's default: the
+    /// pipeline's tables compare, group and hash the values as the source column does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collation: Option<String>,
+}
+
+impl Column {
+    /// The column's type for a column definition, with its collation.
+    pub fn sql_type(&self) -> String {
+        match &self.collation {
+            Some(c) => format!("{} COLLATE {c}", self.type_name),
+            None => self.type_name.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -69,10 +83,12 @@ pub(crate) fn sample() -> PipelineDef {
         keys: vec![Column {
             name: "store".into(),
             type_name: "text".into(),
+            collation: None,
         }],
         event_id: Some(Column {
             name: "order_id".into(),
             type_name: "bigint".into(),
+            collation: None,
         }),
         window: WindowSpec::Tumbling {
             size: 86_400_000_000,

@@ -101,6 +101,8 @@ pub enum EtError {
         column: String,
         type_name: String,
         role: String,
+        /// The type lacks a default hash function (session keys), not a btree ordering.
+        hash: bool,
     },
     /// 42501: creating a pipeline on a table the caller does not own.
     NotTableOwner { table: String, owner: String },
@@ -241,8 +243,10 @@ impl EtError {
                 column,
                 type_name,
                 role,
+                hash,
             } => {
-                format!("{role} column \"{column}\" of relation {table} has type {type_name}, which has no ordering")
+                let lacks = if *hash { "hash function" } else { "ordering" };
+                format!("{role} column \"{column}\" of relation {table} has type {type_name}, which has no {lacks}")
             }
             NotTableOwner { table, .. } => {
                 format!("must be owner of table {table} to create a pipeline on it")
@@ -290,6 +294,7 @@ impl EtError {
             }
             ReadOnly { .. } => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
             ReservedColumn { detail, .. } => Some(detail.clone()),
+            NotGroupable { hash: true, .. } => Some("Session windows find the live sessions of a key, and take its turn, by a hash of the key made with each type's default hash function; this type has none.".into()),
             NotGroupable { .. } => Some("Keys and event ids are grouped and deduplicated with a btree ordering; json and similar types have none.".into()),
             ColumnInUse { .. } => Some(
                 "The pipeline's ingest statement names the column; under another name, every insert into the table would fail. Nothing was changed."

@@ -42,7 +42,8 @@ FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
+pg_catalog.row_number() OVER () AS _et_ord
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
 CROSS JOIN wm
@@ -111,7 +112,8 @@ FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
+pg_catalog.row_number() OVER () AS _et_ord
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
 CROSS JOIN wm
@@ -136,9 +138,9 @@ SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)
 UNION ALL
 SELECT d.* FROM (
 SELECT DISTINCT ON (c."_et_window_start", c."store", c._et_eid) c.*
-FROM cls c JOIN fresh f ON f.window_start = c."_et_window_start" AND f.event_id = c._et_eid AND f."store" IS NOT DISTINCT FROM c."store"
+FROM cls c JOIN fresh f ON f.window_start = c."_et_window_start" AND f.event_id = c._et_eid AND pg_catalog.record_eq(ROW(f."store"), ROW(c."store"))
 WHERE NOT (SELECT yes FROM all_fresh)
-ORDER BY c."_et_window_start", c."store", c._et_eid
+ORDER BY c."_et_window_start", c."store", c._et_eid, c._et_ord
 ) d
 UNION ALL
 SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)

@@ -43,7 +43,8 @@ FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
+pg_catalog.row_number() OVER () AS _et_ord
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:30:00.000000' AS window_end FROM (SELECT CASE WHEN n."ordered_at" > '-infinity'::timestamptz AND n."ordered_at" <= '294276-12-31T23:29:59.999999Z'::timestamptz THEN n."ordered_at" END AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
@@ -68,9 +69,9 @@ SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)
 UNION ALL
 SELECT d.* FROM (
 SELECT DISTINCT ON (c."store", c._et_eid) c.*
-FROM cls c JOIN fresh f ON f.event_id = c._et_eid AND f."store" IS NOT DISTINCT FROM c."store"
+FROM cls c JOIN fresh f ON f.event_id = c._et_eid AND pg_catalog.record_eq(ROW(f."store"), ROW(c."store"))
 WHERE NOT (SELECT yes FROM all_fresh)
-ORDER BY c."store", c._et_eid
+ORDER BY c."store", c._et_eid, c._et_ord
 ) d
 UNION ALL
 SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)
@@ -89,7 +90,7 @@ live AS MATERIALIZED (
 SELECT l.* FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b
 CROSS JOIN LATERAL (
 SELECT s.ctid AS _et_tid, s."store", s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
-FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND b."store" IS NOT DISTINCT FROM s."store" OFFSET 0
+FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND pg_catalog.record_eq(ROW(b."store"), ROW(s."store")) OFFSET 0
 ) l
 ),
 members AS (
@@ -124,7 +125,7 @@ FROM res r WHERE s.ctid = ANY (ARRAY(SELECT _et_survivor FROM res)) AND s.ctid =
 ),
 absorbed AS (
 DELETE FROM _eventtime."p7_state" s WHERE s.ctid = ANY (ARRAY(
-SELECT g._et_tid FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store"
+SELECT g._et_tid FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND pg_catalog.record_eq(ROW(g."store"), ROW(r."store"))
 WHERE g._et_tid IS NOT NULL AND g._et_tid <> r._et_survivor))
 ),
 formed AS (
@@ -137,7 +138,7 @@ SELECT r."store", r.ws, r.we, r.version, 'late', NULL::tstzrange, (r."_et_a0")::
 FROM res r CROSS JOIN wm WHERE r._et_write
 UNION ALL
 SELECT g."store", g.ws, g.we, g.version + 1, 'merged', pg_catalog.tstzrange(r.ws, r.we), (g."_et_a0")::bigint, (g."_et_a1" / NULLIF(g."_et_a1_n", 0))::numeric, wm.w, g._et_n, g."_et_a0", g."_et_a1", g."_et_a1_n"
-FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND g."store" IS NOT DISTINCT FROM r."store" CROSS JOIN wm
+FROM grouped g JOIN res r ON g._et_h = r._et_h AND g._et_isl = r._et_isl AND pg_catalog.record_eq(ROW(g."store"), ROW(r."store")) CROSS JOIN wm
 WHERE NOT r.joined AND g.version > 0
 RETURNING kind
 ),

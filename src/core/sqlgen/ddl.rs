@@ -67,7 +67,7 @@ impl PipelineDef {
                  watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), \
                  {INTERNAL_PREFIX}id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)",
                 self.table("refused"),
-                self.event_id.as_ref().map(|c| c.type_name.as_str()).unwrap_or("text")
+                self.event_id.as_ref().map(|c| c.sql_type()).unwrap_or_else(|| "text".into())
             ),
             format!(
                 "CREATE INDEX ON {} (window_start)",
@@ -96,7 +96,7 @@ impl PipelineDef {
             out.push(format!(
                 "CREATE TABLE {} ({ledger_window}{kd}event_id {} NOT NULL)",
                 self.table("ids"),
-                eid.type_name
+                eid.sql_type()
             ));
             out.push(format!(
                 "CREATE UNIQUE INDEX ON {} ({}{}event_id) NULLS NOT DISTINCT",

@@ -76,7 +76,8 @@ impl PipelineDef {
     }
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
-    /// table `new_rows` with its window and landing.
+    /// table `new_rows` with its window and landing, numbered in the order of the statement
+    /// (`_et_ord`: of two rows with one event id, the first is kept).
     pub(super) fn ingest_prelude(&self) -> String {
         let kr = prefix(&self.key_names(Some("r")));
         let et = quote_ident(&self.event_time);
@@ -101,7 +102,8 @@ impl PipelineDef {
              cls AS MATERIALIZED (\n\
                SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
-                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc\n\
+                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc,\n\
+                      pg_catalog.row_number() OVER () AS _et_ord\n\
                FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
                      FROM new_rows n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
                CROSS JOIN wm\n\
@@ -247,7 +249,7 @@ impl PipelineDef {
                      SELECT DISTINCT ON (c.{ws}, {kc}c._et_eid) c.*\n\
                      FROM cls c JOIN fresh f ON f.window_start = c.{ws} AND f.event_id = c._et_eid{key_match}\n\
                      WHERE NOT (SELECT yes FROM all_fresh)\n\
-                     ORDER BY c.{ws}, {kc}c._et_eid\n\
+                     ORDER BY c.{ws}, {kc}c._et_eid, c._et_ord\n\
                    ) d\n\
                    UNION ALL\n\
                    SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\

@@ -94,6 +94,17 @@ pub fn duration_literal(micros: i64) -> String {
     format!("interval '{sign}{h}:{min:02}:{s:02}.{us:06}'")
 }
 
+/// ` AND` the condition that key column `k` of the row aliased `a` equals parameter `$n`, given as
+/// text and cast to the column's type (NULL equal to NULL), with the type's default equality,
+/// as [`PipelineDef`]'s key comparisons.
+pub fn key_equals_param(a: &str, k: &Column, n: usize) -> String {
+    format!(
+        " AND pg_catalog.record_eq(ROW({a}.{}), ROW((${n}::text)::{}))",
+        quote_ident(&k.name),
+        k.type_name
+    )
+}
+
 /// The internal table `what` (`state`, `ids`, `history`, `refused`) of pipeline `id`, quoted.
 pub fn internal_table(id: i32, what: &str) -> String {
     format!(
@@ -151,21 +162,25 @@ impl PipelineDef {
             .collect()
     }
 
-    /// `AND` conditions that the rows aliased `a` and `b` have the same key (NULL equal to NULL).
+    /// ` AND` the condition that the rows aliased `a` and `b` have the same key (NULL equal to
+    /// NULL), empty without keys. `record_eq` compares each value with its type's default
+    /// equality (the one `GROUP BY` and the unique indexes use), whatever operators the
+    /// `search_path` shows: `citext` keys are equal regardless of case.
     fn same_key(&self, a: &str, b: &str) -> String {
-        self.keys
-            .iter()
-            .map(|k| {
-                let c = quote_ident(&k.name);
-                format!(" AND {a}.{c} IS NOT DISTINCT FROM {b}.{c}")
-            })
-            .collect()
+        if self.keys.is_empty() {
+            return String::new();
+        }
+        format!(
+            " AND pg_catalog.record_eq(ROW({}), ROW({}))",
+            self.key_names(Some(a)).join(", "),
+            self.key_names(Some(b)).join(", ")
+        )
     }
 
     fn key_defs(&self) -> Vec<String> {
         self.keys
             .iter()
-            .map(|k| format!("{} {}", quote_ident(&k.name), k.type_name))
+            .map(|k| format!("{} {}", quote_ident(&k.name), k.sql_type()))
             .collect()
     }
 

@@ -133,7 +133,7 @@ impl PipelineDef {
                      SELECT DISTINCT ON ({kc}c._et_eid) c.*\n\
                      FROM cls c JOIN fresh f ON f.event_id = c._et_eid{key_match}\n\
                      WHERE NOT (SELECT yes FROM all_fresh)\n\
-                     ORDER BY {kc}c._et_eid\n\
+                     ORDER BY {kc}c._et_eid, c._et_ord\n\
                    ) d\n\
                    UNION ALL\n\
                    SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
