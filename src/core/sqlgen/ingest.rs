@@ -130,6 +130,55 @@ impl PipelineDef {
         )
     }
 
+    /// `fresh`, `all_fresh` and `kept` with an event id: the ledger insert and the rows it keeps.
+    /// The ledger holds every id the pipeline has seen, refused rows included, for the
+    /// pipeline's lifetime: per window and key (`windowed`), or per key for sessions, which have
+    /// no window of their own to scope an id to. When every row with an id was new (the common
+    /// case), every row is kept; otherwise the first row (in the statement's order) of each new
+    /// id is.
+    pub(super) fn dedup_ctes(&self, windowed: bool) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let (w, wc, wi, wj) = if windowed {
+            (
+                format!("{ws}, "),
+                format!("c.{ws}, "),
+                "i.window_start, ".to_string(),
+                format!("f.window_start = c.{ws} AND "),
+            )
+        } else {
+            Default::default()
+        };
+        let ledger_cols = if windowed { "window_start, " } else { "" };
+        format!(
+            "fresh AS (\n\
+               INSERT INTO {ids} AS i ({ledger_cols}{k}event_id)\n\
+               SELECT {w}{k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {w}{k}_et_eid\n\
+               ON CONFLICT DO NOTHING\n\
+               RETURNING {wi}{ki}i.event_id\n\
+             ),\n\
+             all_fresh AS MATERIALIZED (\n\
+               SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
+             ),\n\
+             kept AS MATERIALIZED (\n\
+               SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
+               UNION ALL\n\
+               SELECT d.* FROM (\n\
+                 SELECT DISTINCT ON ({wc}{kc}c._et_eid) c.*\n\
+                 FROM cls c JOIN fresh f ON {wj}f.event_id = c._et_eid{key_match}\n\
+                 WHERE NOT (SELECT yes FROM all_fresh)\n\
+                 ORDER BY {wc}{kc}c._et_eid, c._et_ord\n\
+               ) d\n\
+               UNION ALL\n\
+               SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
+             ),\n",
+            ids = self.table("ids"),
+            ki = prefix(&self.key_names(Some("i"))),
+            key_match = self.same_key("f", "c"),
+        )
+    }
+
     /// The partials of an open window, `rows` (key, window start, window end, row count and one
     /// partial per accumulator column, in that order), appended to the state as rows of their
     /// own (version 0): no row lock any other writer waits for.
@@ -228,35 +277,7 @@ impl PipelineDef {
                 ids = self.table("ids"),
             );
         } else if self.event_id.is_some() {
-            let key_match = self.same_key("f", "c");
-            // The ledger holds every (window, key, id) the pipeline has seen, refused rows included,
-            // for the pipeline's lifetime. When every row with an id was new (the common case),
-            // every row is kept; otherwise the first row of each new id is.
-            sql += &format!(
-                "fresh AS (\n\
-                   INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
-                   ON CONFLICT DO NOTHING\n\
-                   RETURNING i.window_start, {ki}i.event_id\n\
-                 ),\n\
-                 all_fresh AS MATERIALIZED (\n\
-                   SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
-                 ),\n\
-                 kept AS MATERIALIZED (\n\
-                   SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
-                   UNION ALL\n\
-                   SELECT d.* FROM (\n\
-                     SELECT DISTINCT ON (c.{ws}, {kc}c._et_eid) c.*\n\
-                     FROM cls c JOIN fresh f ON f.window_start = c.{ws} AND f.event_id = c._et_eid{key_match}\n\
-                     WHERE NOT (SELECT yes FROM all_fresh)\n\
-                     ORDER BY c.{ws}, {kc}c._et_eid, c._et_ord\n\
-                   ) d\n\
-                   UNION ALL\n\
-                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
-                 ),\n",
-                ids = self.table("ids"),
-                ki = prefix(&self.key_names(Some("i"))),
-            );
+            sql += &self.dedup_ctes(true);
         } else {
             sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
         }

@@ -114,34 +114,7 @@ impl PipelineDef {
         let mut sql = self.ingest_prelude();
         sql += &self.cls_counts();
         if self.event_id.is_some() {
-            // The ledger holds every (key, id) the pipeline has seen, refused rows included: a
-            // session has no window of its own to scope an id to.
-            sql += &format!(
-                "fresh AS (\n\
-                   INSERT INTO {ids} AS i ({k}event_id)\n\
-                   SELECT {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {k}_et_eid\n\
-                   ON CONFLICT DO NOTHING\n\
-                   RETURNING {ki}i.event_id\n\
-                 ),\n\
-                 all_fresh AS MATERIALIZED (\n\
-                   SELECT (SELECT count(*) FROM fresh) = (SELECT ids FROM cls_n) AS yes\n\
-                 ),\n\
-                 kept AS MATERIALIZED (\n\
-                   SELECT c.* FROM cls c WHERE (SELECT yes FROM all_fresh)\n\
-                   UNION ALL\n\
-                   SELECT d.* FROM (\n\
-                     SELECT DISTINCT ON ({kc}c._et_eid) c.*\n\
-                     FROM cls c JOIN fresh f ON f.event_id = c._et_eid{key_match}\n\
-                     WHERE NOT (SELECT yes FROM all_fresh)\n\
-                     ORDER BY {kc}c._et_eid, c._et_ord\n\
-                   ) d\n\
-                   UNION ALL\n\
-                   SELECT c.* FROM cls c WHERE c._et_eid IS NULL AND NOT (SELECT yes FROM all_fresh)\n\
-                 ),\n",
-                ids = self.table("ids"),
-                ki = prefix(&self.key_names(Some("i"))),
-                key_match = self.same_key("f", "c"),
-            );
+            sql += &self.dedup_ctes(false);
         } else {
             sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
         }
