@@ -1,4 +1,4 @@
--- Corrections (SPEC §8): the seed's month end told to its end. Tuesday is sealed at 1,402,
+-- Corrections (SPEC §8): the seed's month end told to its end. Thursday is sealed at 1,402,
 -- a late order makes 1,403, order 8841 is refused, and the month-end reconciliation restates
 -- 1,404 beside them; the lateness account says whether the grace is too tight; the feed of
 -- versions resumes from a cursor. Every restated number is checked against PostgreSQL's own
@@ -11,7 +11,7 @@ SELECT eventtime.create_pipeline(name => 'corr_daily', source => 'corr_orders', 
     aggregates => 'count(*) AS orders, sum(amount) AS revenue, avg(amount) AS mean, min(amount) AS smallest, max(amount) AS biggest',
     max_ahead => NULL);
 
--- 1,402 web orders and 3 shop orders on Tuesday 29 October.
+-- 1,402 web orders and 3 shop orders on Thursday 29 October.
 INSERT INTO corr_orders
 SELECT g, 'web', 10 + g % 7, timestamptz '2026-10-29 00:00+00' + g * interval '61 seconds'
 FROM generate_series(1, 1402) g;
@@ -24,7 +24,7 @@ SELECT key, window_start, version, kind, aggregates->>'orders' AS orders, sealed
 ORDER BY key->>'store';
 SELECT cursor AS corr_cursor FROM eventtime.changes('corr_daily') WITH ORDINALITY AS c ORDER BY c.ordinality DESC LIMIT 1 \gset
 
--- Wednesday noon: a Tuesday order within the grace is version 2 (1,403).
+-- Friday noon: a Thursday order within the grace is version 2 (1,403).
 SELECT windows_fired FROM eventtime.advance_watermark('corr_daily', '2026-10-30 12:00+00');
 INSERT INTO corr_orders VALUES (9001, 'web', 25, '2026-10-29 23:40+00');
 
@@ -51,7 +51,7 @@ FROM eventtime.lateness('corr_daily', '2026-10-29 00:00+00', '2026-10-30 00:00+0
 SELECT eventtime.suggest_lateness('corr_daily', 1.0) AS all_rows, eventtime.suggest_lateness('corr_daily', 0.25) AS a_quarter,
        eventtime.suggest_lateness('corr_daily', 0.5, since => now() + interval '1 day') AS none_since;
 
--- The month-end reconciliation restates Tuesday for web: version 3, 1,404, beside 1,402 and 1,403.
+-- The month-end reconciliation restates Thursday for web: version 3, 1,404, beside 1,402 and 1,403.
 SELECT key, window_start, window_end, version, rows_folded
 FROM eventtime.restate('corr_daily', '2026-10-29 00:00+00', key => '{"store": "web"}');
 SELECT version, kind, orders, revenue, mean, smallest, biggest, sealed FROM corr_daily_history
@@ -64,7 +64,7 @@ FROM eventtime.restate('corr_daily', '2026-10-01 00:00+00', '2026-11-01 00:00+00
 SELECT store, event_id, restated_in FROM corr_daily_refused ORDER BY event_id;
 
 -- Every restated value equals PostgreSQL's own aggregates over the accepted and the folded rows:
--- here every distinct order of Tuesday.
+-- here every distinct order of Thursday.
 SELECT l.store, l.version, l.orders = g.orders AND l.revenue = g.revenue AND l.mean = g.mean
        AND l.smallest = g.smallest AND l.biggest = g.biggest AS equals_group_by
 FROM corr_daily_latest l
