@@ -1,4 +1,4 @@
--- The seed story, end to end: Tuesday 29 October 2026 is sealed at 1,402 orders; a late order
+-- The seed story, end to end: Thursday 29 October 2026 is sealed at 1,402 orders; a late order
 -- within the grace makes version 2 beside it; a redelivered order changes nothing; order 8841
 -- arrives after the grace and lands in the refused rows, while the sealed total stays 1,402.
 \set ECHO queries
@@ -18,7 +18,7 @@ SELECT eventtime.create_pipeline(
     aggregates       => 'count(*) AS orders, sum(amount) AS revenue'
 );
 
--- Tuesday: 1,402 orders over the day, inserted in one COPY-sized statement.
+-- Thursday: 1,402 orders over the day, inserted in one COPY-sized statement.
 INSERT INTO orders
 SELECT g, 'web', 10 + g % 7, timestamptz '2026-10-29 00:00+00' + g * interval '61 seconds'
 FROM generate_series(1, 1402) g;
@@ -29,7 +29,7 @@ SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-10-29 20:00+00')
 SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-10-30 00:00+00');
 SELECT store, window_start, version, kind, orders, revenue, sealed FROM orders_daily_history;
 
--- Wednesday noon: a Tuesday order arrives late, within the 24-hour grace. Version 2 appears
+-- Friday noon: a Thursday order arrives late, within the 24-hour grace. Version 2 appears
 -- beside version 1.
 SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-10-30 12:00+00');
 SELECT * FROM eventtime.ingest('orders_daily',
@@ -38,9 +38,9 @@ SELECT * FROM eventtime.ingest('orders_daily',
 SELECT * FROM eventtime.ingest('orders_daily',
     '{"order_id": 9001, "store": "web", "amount": 25, "ordered_at": "2026-10-29 23:40:00+00"}');
 
--- 1 November: the grace of Tuesday is over; its state is purged.
+-- 1 November: the grace of Thursday is over; its state is purged.
 SELECT * FROM eventtime.advance_watermark('orders_daily', '2026-11-01 00:00+00');
--- Order 8841, placed Tuesday 18:02, arrives now: refused, with the window and the watermark.
+-- Order 8841, placed Thursday 18:02, arrives now: refused, with the window and the watermark.
 INSERT INTO orders VALUES (8841, 'web', 42, '2026-10-29 18:02+00');
 
 \echo '--- every firing'
