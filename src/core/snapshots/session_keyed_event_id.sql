@@ -32,8 +32,6 @@ PERFORM _eventtime.refuse_lag_isolation(7);
 END IF;
 LOCK TABLE _eventtime."p7_state" IN ROW EXCLUSIVE MODE;
 PERFORM pg_catalog.pg_advisory_xact_lock(7, h.h) FROM (SELECT DISTINCT pg_catalog.hash_record(ROW(r."store")) & 1023 AS h FROM new_rows r ORDER BY 1) h;
-SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r."store" AS c0, r."order_id" AS c1, r."ordered_at" AS c2, r."amount" AS c3
-INTO v_row FROM new_rows r LIMIT 1;
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,

@@ -612,6 +612,8 @@ mod tests {
         };
         let f = d.create_trigger_function();
         assert!(!f.contains("IF v_row.n = 1 THEN") && !f.contains(" IN EXCLUSIVE MODE"));
+        // Nothing of it reads the first row of the transition table.
+        assert!(!f.contains("v_row."));
         let lock = f.find("pg_advisory_xact_lock(7, h.h)").unwrap();
         let table = f
             .find("LOCK TABLE _eventtime.\"p7_state\" IN ROW EXCLUSIVE MODE;")

@@ -85,6 +85,13 @@ impl PipelineDef {
         )
     }
 
+    /// Whether the trigger function reads `v_row`: for the single-row path (kinds that give a row
+    /// one window) and for the try of a plain ledger insert (pipelines with an event id). Session
+    /// pipelines do neither.
+    fn reads_first_row(&self) -> bool {
+        !self.window.is_session() && (!self.window.multi() || self.event_id.is_some())
+    }
+
     /// The single-row path when the statement has one row and the pipeline's windows give a row
     /// one window, the statement for many rows otherwise.
     fn branches(&self) -> String {
@@ -114,7 +121,8 @@ impl PipelineDef {
     /// never above.
     ///
     /// The first query reads the number of rows of the transition table (up to
-    /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`.
+    /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`, when a
+    /// branch reads it (see [`Self::reads_first_row`]).
     ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
     /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything
@@ -165,6 +173,15 @@ impl PipelineDef {
             .enumerate()
             .map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c)))
             .collect();
+        // Only the single-row path and the try of a plain ledger insert read it.
+        let first_row = if self.reads_first_row() {
+            format!(
+                "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
+                 INTO v_row FROM new_rows r LIMIT 1;\n"
+            )
+        } else {
+            String::new()
+        };
         format!(
             "CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER\n\
              SET search_path = pg_catalog, pg_temp SET jit = off{no_seqscan} AS $eventtime$\n\
@@ -177,8 +194,7 @@ impl PipelineDef {
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
              {session_locks}\
-             SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
-             INTO v_row FROM new_rows r LIMIT 1;\n\
+             {first_row}\
              {branches}\
              IF n_bad > 0 THEN\n\
                PERFORM {INTERNAL_SCHEMA}.raise_event_time_error({id}, {FN_LABEL}.v_bad);\n\
