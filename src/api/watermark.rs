@@ -449,15 +449,15 @@ fn tick() -> TableIterator<
 mod _eventtime {
     use super::*;
 
-    /// Raises the isolation error for an ingest statement of a pipeline with a watermark lag; its
-    /// trigger function calls this only outside READ COMMITTED, before it takes the advance's lock
-    /// (see the module comment).
+    /// Raises the isolation error for an ingest statement of a pipeline with a watermark lag or
+    /// session windows; its trigger function calls this only outside READ COMMITTED, before it
+    /// takes its locks (see the module comment, and `core::sqlgen::sessions`). The name is the
+    /// one the caller may learn (`#<id>` otherwise).
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
     fn refuse_lag_isolation(pipeline_id: i32) {
         let (name, _) = catalog::name_and_event_time(pipeline_id);
-        let p = catalog::load(&name);
-        let function = if p.def.window.is_session() {
+        let function = if catalog::load_by_id(pipeline_id).def.window.is_session() {
             crate::pg::error::SESSION_INGEST
         } else {
             "an ingest statement"
