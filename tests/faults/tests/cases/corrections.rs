@@ -1096,6 +1096,38 @@ struct RestateCall {
     committed: bool,
 }
 
+/// The restatement calls of a test, the refused rows each folded and the versions seen so far:
+/// what [`check_restated`] checks the pipeline against, call after call.
+#[derive(Default)]
+struct Restates {
+    calls: Vec<RestateCall>,
+    folded: HashMap<i64, i32>,
+    seen: BTreeSet<Vec<Option<String>>>,
+}
+
+impl Restates {
+    fn push(&mut self, who: &'static str, pid: i32, rows: Vec<Restated>, committed: bool) {
+        self.calls.push(RestateCall {
+            who,
+            pid,
+            rows,
+            committed,
+        });
+    }
+
+    /// [`check_restated`] of window `ws` after the calls so far.
+    fn check(&mut self, su: &mut Client, ws: &str, all_folded: bool) -> Vec<String> {
+        check_restated(
+            su,
+            ws,
+            &self.calls,
+            all_folded,
+            &mut self.folded,
+            &mut self.seen,
+        )
+    }
+}
+
 fn restate_sql(from: i64, to: Option<i64>, key: Option<&str>) -> String {
     format!(
         "SELECT key::text, window_start::text, version, rows_folded FROM eventtime.restate('{FIX}', '{}'{}{}) ORDER BY 1, 2",
@@ -1405,9 +1437,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
     let stop = AtomicBool::new(false);
     let sh = Shared::new(0);
     let (ready_tx, ready_rx) = mpsc::channel();
-    let mut calls: Vec<RestateCall> = Vec::new();
-    let mut folded: HashMap<i64, i32> = HashMap::new();
-    let mut seen: BTreeSet<Vec<Option<String>>> = BTreeSet::new();
+    let mut log = Restates::default();
     let mut v: Vec<String> = Vec::new();
     let notes = thread::scope(|s| {
         let listener =
@@ -1417,22 +1447,8 @@ fn concurrent_restatements_fold_each_refused_row_once() {
         ready_rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the listener listens");
-        v.extend(check_restated(
-            &mut su,
-            &w1s,
-            &calls,
-            false,
-            &mut folded,
-            &mut seen,
-        ));
-        v.extend(check_restated(
-            &mut su,
-            &w2s,
-            &calls,
-            false,
-            &mut folded,
-            &mut seen,
-        ));
+        v.extend(log.check(&mut su, &w1s, false));
+        v.extend(log.check(&mut su, &w2s, false));
         let mut b = owner();
         let (a_pid, b_pid) = (backend_pid(&mut a), backend_pid(&mut b));
 
@@ -1458,12 +1474,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             row("s3", &w1s, 1, 1),
         ];
         assert_eq!(got, want, "round 1: the first restatement of W1");
-        calls.push(RestateCall {
-            who: "round 1, A",
-            pid: a_pid,
-            rows: got,
-            committed: true,
-        });
+        log.push("round 1, A", a_pid, got, true);
         let (b_rx, b_h) = spawn_restate(b, restate_sql(w1, None, None));
         let waits = wait_for_lock(&mut su, b_pid, Duration::from_secs(20));
         assert!(
@@ -1487,20 +1498,8 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             vec![],
             "round 1: B, after A folded everything, folds nothing"
         );
-        calls.push(RestateCall {
-            who: "round 1, B",
-            pid: b_pid,
-            rows: got,
-            committed: true,
-        });
-        v.extend(check_restated(
-            &mut su,
-            &w1s,
-            &calls,
-            true,
-            &mut folded,
-            &mut seen,
-        ));
+        log.push("round 1, B", b_pid, got, true);
+        v.extend(log.check(&mut su, &w1s, true));
 
         // Round 2, W2: refusals before A, while A holds its transaction (committed before B is
         // sent: B must fold them), while B waits (B or the next call folds them), and in a
@@ -1521,12 +1520,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             vec![row("s1", &w2s, 2, 1), row("s2", &w2s, 3, 2)],
             "round 2: A"
         );
-        calls.push(RestateCall {
-            who: "round 2, A",
-            pid: a_pid,
-            rows: got,
-            committed: true,
-        });
+        log.push("round 2, A", a_pid, got, true);
         let mut c = owner();
         ingest(
             &mut c,
@@ -1561,20 +1555,8 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             want.insert(1, row("s2", &w2s, 4, 1));
         }
         assert_eq!(got, want, "round 2: B folds what was refused after A's snapshot (events 18, 19 and perhaps 20), not the uncommitted 21");
-        calls.push(RestateCall {
-            who: "round 2, B",
-            pid: b_pid,
-            rows: got,
-            committed: true,
-        });
-        v.extend(check_restated(
-            &mut su,
-            &w2s,
-            &calls,
-            false,
-            &mut folded,
-            &mut seen,
-        ));
+        log.push("round 2, B", b_pid, got, true);
+        v.extend(log.check(&mut su, &w2s, false));
         exec(&mut dd, "COMMIT");
         let got = restated(&mut a, &restate_sql(w2, None, None));
         let mut want = vec![row("s1", &w2s, 4, 1)];
@@ -1582,12 +1564,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             want.push(row("s2", &w2s, 4, 1));
         }
         assert_eq!(got, want, "round 2: the next call folds the rest");
-        calls.push(RestateCall {
-            who: "round 2, after",
-            pid: a_pid,
-            rows: got,
-            committed: true,
-        });
+        log.push("round 2, after", a_pid, got, true);
         // A restatement that rolls back folds nothing: the next one folds the same row.
         ingest(&mut c, &d, &[(22, "s3", "22", at(11, 30))]);
         exec(&mut b, "BEGIN");
@@ -1597,12 +1574,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             vec![row("s3", &w2s, 1, 1)],
             "round 2: a restatement that will roll back"
         );
-        calls.push(RestateCall {
-            who: "round 2, rolled back",
-            pid: b_pid,
-            rows: got,
-            committed: false,
-        });
+        log.push("round 2, rolled back", b_pid, got, false);
         exec(&mut b, "ROLLBACK");
         let got = restated(&mut a, &restate_sql(w2, None, None));
         assert_eq!(
@@ -1610,28 +1582,11 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             vec![row("s3", &w2s, 1, 1)],
             "round 2: after the rollback"
         );
-        calls.push(RestateCall {
-            who: "round 2, after the rollback",
-            pid: a_pid,
-            rows: got,
-            committed: true,
-        });
+        log.push("round 2, after the rollback", a_pid, got, true);
         let got = restated(&mut b, &restate_sql(w2, None, None));
         assert_eq!(got, vec![], "round 2: nothing left");
-        calls.push(RestateCall {
-            who: "round 2, last",
-            pid: b_pid,
-            rows: got,
-            committed: true,
-        });
-        v.extend(check_restated(
-            &mut su,
-            &w2s,
-            &calls,
-            true,
-            &mut folded,
-            &mut seen,
-        ));
+        log.push("round 2, last", b_pid, got, true);
+        v.extend(log.check(&mut su, &w2s, true));
 
         // Round 3, W1 again, on top of restatements: A restates one key by range and key filter
         // in an open transaction while a refusal of another key commits; B, waiting, folds that
@@ -1647,12 +1602,7 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             &restate_sql(w1, Some(w2), Some(r#"{"store": "s1"}"#)),
         );
         assert_eq!(got, vec![row("s1", &w1s, 4, 1)], "round 3: A, key s1");
-        calls.push(RestateCall {
-            who: "round 3, A",
-            pid: a_pid,
-            rows: got,
-            committed: true,
-        });
+        log.push("round 3, A", a_pid, got, true);
         ingest(&mut c, &d, &[(25, "s2", "25", at(10, 52))]);
         let (b_rx, b_h) = spawn_restate(b, restate_sql(w1, None, None));
         let waits = wait_for_lock(&mut su, b_pid, Duration::from_secs(20));
@@ -1671,28 +1621,9 @@ fn concurrent_restatements_fold_each_refused_row_once() {
             vec![row("s2", &w1s, 3, 2)],
             "round 3: B folds the two s2 rows"
         );
-        calls.push(RestateCall {
-            who: "round 3, B",
-            pid: b_pid,
-            rows: got,
-            committed: true,
-        });
-        v.extend(check_restated(
-            &mut su,
-            &w1s,
-            &calls,
-            true,
-            &mut folded,
-            &mut seen,
-        ));
-        v.extend(check_restated(
-            &mut su,
-            &w2s,
-            &calls,
-            true,
-            &mut folded,
-            &mut seen,
-        ));
+        log.push("round 3, B", b_pid, got, true);
+        v.extend(log.check(&mut su, &w1s, true));
+        v.extend(log.check(&mut su, &w2s, true));
 
         stop.store(true, Ordering::SeqCst);
         listener.join().unwrap()
@@ -1700,7 +1631,11 @@ fn concurrent_restatements_fold_each_refused_row_once() {
     let notes = notes.unwrap_or_else(|e| panic!("listener: {e}"));
     // One notification per committed call that restated, from its session, in order.
     let mut expected: BTreeMap<i32, Vec<Announced>> = BTreeMap::new();
-    for c in calls.iter().filter(|c| c.committed && !c.rows.is_empty()) {
+    for c in log
+        .calls
+        .iter()
+        .filter(|c| c.committed && !c.rows.is_empty())
+    {
         expected.entry(c.pid).or_default().push(Announced {
             versions: [0, 0, c.rows.len() as i64],
             watermark: Some(wm_text.clone()),
@@ -1714,8 +1649,8 @@ fn concurrent_restatements_fold_each_refused_row_once() {
     );
     eprintln!(
         "  {} restate calls, {} refused rows folded, {} notifications ({zero} of zero versions)",
-        calls.len(),
-        folded.len(),
+        log.calls.len(),
+        log.folded.len(),
         notes.len()
     );
     eprintln!(
