@@ -76,8 +76,8 @@ impl PipelineDef {
     }
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
-    /// table `new_rows` with its window and landing, numbered in the order of the statement
-    /// (`_et_ord`: of two rows with one event id, the first is kept).
+    /// table `new_rows` with its window and landing, and with an event id numbered in the order of
+    /// the statement (`_et_ord`: of two rows with one event id, the first is kept).
     pub(super) fn ingest_prelude(&self) -> String {
         let kr = prefix(&self.key_names(Some("r")));
         let et = quote_ident(&self.event_time);
@@ -102,13 +102,18 @@ impl PipelineDef {
              cls AS MATERIALIZED (\n\
                SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
-                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc,\n\
-                      pg_catalog.row_number() OVER () AS _et_ord\n\
+                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc{ord}\n\
                FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
                      FROM new_rows n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n",
             wm = self.watermark_cte(),
+            // Only dedup reads the order of the rows.
+            ord = if self.event_id.is_some() {
+                ",\npg_catalog.row_number() OVER () AS _et_ord"
+            } else {
+                ""
+            },
             landing = Self::landing_case(&format!("r.{we}")),
             windows = self.windows_of(&format!("n.{et}")),
             ws_name = WINDOW_START_COLUMN,

@@ -341,6 +341,8 @@ mod tests {
         let sql = d.ingest_statement();
         assert!(!sql.contains("\"p7_ids\""));
         assert!(sql.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
+        // Without dedup, the rows' order is not computed.
+        assert!(!sql.contains("_et_ord"));
     }
 
     #[test]
