@@ -173,6 +173,58 @@ mod tests {
         );
     }
 
+    /// A late version adds the window's late rows to its main firing, which it finds in history
+    /// by key: with NULL keys, and with a key type whose equality is not in `pg_catalog`
+    /// (`citext`, equal regardless of case); from a single-row statement and from one of many.
+    #[pg_test]
+    fn late_versions_add_to_the_main_firing_whatever_the_keys() {
+        Spi::run("SET LOCAL TimeZone = 'UTC'").unwrap();
+        Spi::run("CREATE EXTENSION IF NOT EXISTS citext").unwrap();
+        Spi::run("CREATE TABLE t (id int, k citext, r int, v int, at timestamptz)").unwrap();
+        Spi::run(
+            "SELECT eventtime.create_pipeline(name => 'p', source => 't', event_time => 'at', key => ARRAY['k', 'r'], \
+             event_id => 'id', window_size => '1 hour', allowed_lateness => '1 day', \
+             aggregates => 'count(*) AS n, sum(v) AS total, min(v) AS lo, avg(v) AS mean')",
+        )
+        .unwrap();
+        Spi::run(
+            "INSERT INTO t VALUES (1, 'a', 1, 10, '2026-01-01 00:10+00'), (2, NULL, 1, 5, '2026-01-01 00:20+00'), \
+             (3, 'b', NULL, 7, '2026-01-01 00:30+00'), (4, NULL, NULL, 1, '2026-01-01 00:40+00')",
+        )
+        .unwrap();
+        Spi::run("INSERT INTO t VALUES (5, 'a', 1, 20, '2026-01-01 00:11+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 02:00+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (6, 'A', 1, 3, '2026-01-01 00:50+00')").unwrap();
+        Spi::run(
+            "INSERT INTO t VALUES (7, NULL, 1, 2, '2026-01-01 00:51+00'), (8, 'B', NULL, 100, '2026-01-01 00:52+00'), \
+             (9, NULL, NULL, -4, '2026-01-01 00:53+00'), (10, 'c', 2, 1, '2026-01-01 00:54+00')",
+        )
+        .unwrap();
+        Spi::run("INSERT INTO t VALUES (11, 'a', 1, 1, '2026-01-01 00:55+00'), (12, 'A', 1, 1, '2026-01-01 00:56+00')").unwrap();
+        let history = Spi::get_one::<String>(
+            "SELECT string_agg(concat_ws(' ', lower(k::text), r, version, kind, n, total, lo, round(mean, 2)), '; ' \
+             ORDER BY lower(k::text), r, version) FROM p_history",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            history,
+            "a 1 1 main 2 30 10 15.00; a 1 2 late 3 33 3 11.00; a 1 3 late 5 35 1 7.00; \
+             b 1 main 1 7 7 7.00; b 2 late 2 107 7 53.50; c 2 1 late 1 1 1 1.00; \
+             1 1 main 1 5 5 5.00; 1 2 late 2 7 2 3.50; 1 main 1 1 1 1.00; 2 late 2 -3 -4 -1.50"
+        );
+        // The state of each fired window (its rows as they came, and its late rows) is purged
+        // at its deadline; five windows had fired.
+        assert_eq!(
+            count("SELECT windows_purged::bigint FROM eventtime.advance_watermark('p', '2026-01-02 01:00+00')"),
+            5
+        );
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM {}", internal("state"))),
+            0
+        );
+    }
+
     #[pg_test]
     fn drop_pipeline_leaves_the_source_and_its_rows() {
         setup("0", true);

@@ -84,6 +84,26 @@ fn require_hashing(table: &str, c: &SourceColumn) {
     require_opclass(table, c, "key", pg_sys::HASH_AM_OID);
 }
 
+/// The equality operator of the key type's default btree operator class (which
+/// [`require_ordering`] checked), as `OPERATOR(schema.=)`: the operator of the unique indexes on
+/// the key, whatever schema it lives in (`citext`'s is in the schema of the extension).
+fn key_equality(c: &SourceColumn) -> String {
+    // SAFETY: a catalog lookup by type oid; the type has a default btree opclass.
+    let opclass = unsafe { pg_sys::GetDefaultOpClass(c.type_oid, pg_sys::BTREE_AM_OID) };
+    as_catalog_owner(|| {
+        Spi::get_one_with_args::<String>(
+            "SELECT format('OPERATOR(%I.%s)', n.nspname, o.oprname) \
+             FROM pg_opclass c JOIN pg_amop a ON a.amopfamily = c.opcfamily AND a.amopmethod = c.opcmethod \
+               AND a.amoplefttype = c.opcintype AND a.amoprighttype = c.opcintype AND a.amopstrategy = 3 \
+             JOIN pg_operator o ON o.oid = a.amopopr JOIN pg_namespace n ON n.oid = o.oprnamespace \
+             WHERE c.oid = $1",
+            &[opclass.into()],
+        )
+    })
+    .expect("opclass read")
+    .expect("a default btree opclass has an equality operator")
+}
+
 fn require_opclass(table: &str, c: &SourceColumn, role: &str, am: pg_sys::Oid) {
     // SAFETY: a catalog lookup by type oid; it raises no error for a type without an opclass.
     let opclass = unsafe { pg_sys::GetDefaultOpClass(c.type_oid, am) };
@@ -528,6 +548,7 @@ fn create_pipeline(
             name: c.name.clone(),
             type_name: c.declared.clone(),
             collation: c.collation.clone(),
+            eq_op: Some(key_equality(c)),
         });
     }
     let event_id_col = event_id.map(|e| {
@@ -537,6 +558,7 @@ fn create_pipeline(
             name: c.name.clone(),
             type_name: c.declared.clone(),
             collation: c.collation.clone(),
+            eq_op: None,
         }
     });
 
@@ -687,6 +709,7 @@ fn create_pipeline(
         })
         .collect();
 
+    let late_deltas = !window.is_session();
     let mut def = PipelineDef {
         id: 0,
         name: name.to_string(),
@@ -702,6 +725,7 @@ fn create_pipeline(
         idle_timeout: idle_timeout_us,
         clock_lag: clock_lag_us,
         max_ahead: max_ahead_us,
+        late_deltas,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

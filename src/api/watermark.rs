@@ -152,7 +152,11 @@ fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
             let purged_at_once = fire.get::<i64>(2).expect("purged").unwrap_or(0);
             let purged = purged_at_once
                 + client
-                    .update(p.def.purge_statement().as_str(), None, &[new.into()])
+                    .update(
+                        p.def.purge_statement().as_str(),
+                        None,
+                        &[new.into(), current.into()],
+                    )
                     .expect("purge")
                     .first()
                     .get::<i64>(1)

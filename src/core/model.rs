@@ -19,6 +19,11 @@ pub struct Column {
     /// pipeline's tables compare, group and hash the values as the source column does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collation: Option<String>,
+    /// The equality operator of the type's default btree operator class, as
+    /// `OPERATOR(schema.=)`: the one the pipeline's unique indexes use, so a condition written
+    /// with it is an index condition, whatever the `search_path` shows (a key column only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eq_op: Option<String>,
 }
 
 impl Column {
@@ -66,6 +71,13 @@ pub struct PipelineDef {
     /// event times later than that do not move the watermark.
     #[serde(rename = "max_ahead_us", default)]
     pub max_ahead: Option<i64>,
+    /// The state row of a fired window holds only what its late statements added (its `version`
+    /// counts them); each late version adds it to the window's main firing, read from history by
+    /// the key columns' `eq_op`. The firing then writes nothing to the state. False for session
+    /// pipelines, whose fired sessions keep their whole state in one row (merges read it), and
+    /// for pipelines created before this layout existed, which keep theirs.
+    #[serde(default)]
+    pub late_deltas: bool,
 }
 
 /// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
@@ -84,11 +96,13 @@ pub(crate) fn sample() -> PipelineDef {
             name: "store".into(),
             type_name: "text".into(),
             collation: None,
+            eq_op: Some("OPERATOR(pg_catalog.=)".into()),
         }],
         event_id: Some(Column {
             name: "order_id".into(),
             type_name: "bigint".into(),
             collation: None,
+            eq_op: None,
         }),
         window: WindowSpec::Tumbling {
             size: 86_400_000_000,
@@ -99,6 +113,7 @@ pub(crate) fn sample() -> PipelineDef {
         idle_timeout: None,
         clock_lag: None,
         max_ahead: Some(86_400_000_000),
+        late_deltas: true,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

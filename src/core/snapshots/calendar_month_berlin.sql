@@ -72,8 +72,14 @@ ELSIF v_landing = 2 THEN
 n_late := 1;
 n_versions := 1;
 INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, pg_eventtime.v_w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
-FROM _eventtime."p7_state" u WHERE u.ctid = pg_eventtime.v_tid;
+SELECT v."store", v.window_start, v.window_end, v.version, 'late', (v."_et_a0")::bigint, (v."_et_a1" / NULLIF(v."_et_a1_n", 0))::numeric, v._et_w, v._et_n, v."_et_a0", v."_et_a1", v."_et_a1_n"
+FROM (SELECT u."store", u.window_start, u.window_end, u.version + (m._et_n IS NOT NULL)::integer AS version, pg_eventtime.v_w AS _et_w, coalesce(m._et_n, 0) + u._et_n AS _et_n, coalesce(m."_et_a0", 0) + u."_et_a0" AS "_et_a0", CASE WHEN m."_et_a1" IS NULL THEN u."_et_a1" WHEN u."_et_a1" IS NULL THEN m."_et_a1" ELSE m."_et_a1" + u."_et_a1" END AS "_et_a1", coalesce(m."_et_a1_n", 0) + u."_et_a1_n" AS "_et_a1_n"
+FROM _eventtime."p7_state" u
+LEFT JOIN LATERAL (
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" OPERATOR(pg_catalog.=) u."store"
+UNION ALL
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" IS NULL AND u."store" IS NULL
+) m ON true WHERE u.ctid = pg_eventtime.v_tid) v;
 ELSE
 n_refused := 1;
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
@@ -137,8 +143,14 @@ RETURNING s.*
 ),
 late_versions AS (
 INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
-FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
+SELECT v."store", v.window_start, v.window_end, v.version, 'late', (v."_et_a0")::bigint, (v."_et_a1" / NULLIF(v."_et_a1_n", 0))::numeric, v._et_w, v._et_n, v."_et_a0", v."_et_a1", v."_et_a1_n"
+FROM (SELECT u."store", u.window_start, u.window_end, u.version + (m._et_n IS NOT NULL)::integer AS version, wm.w AS _et_w, coalesce(m._et_n, 0) + u._et_n AS _et_n, coalesce(m."_et_a0", 0) + u."_et_a0" AS "_et_a0", CASE WHEN m."_et_a1" IS NULL THEN u."_et_a1" WHEN u."_et_a1" IS NULL THEN m."_et_a1" ELSE m."_et_a1" + u."_et_a1" END AS "_et_a1", coalesce(m."_et_a1_n", 0) + u."_et_a1_n" AS "_et_a1_n"
+FROM up u CROSS JOIN wm
+LEFT JOIN LATERAL (
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" OPERATOR(pg_catalog.=) u."store"
+UNION ALL
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" IS NULL AND u."store" IS NULL
+) m ON true WHERE u.window_end <= wm.w) v
 RETURNING 1
 ),
 counts AS MATERIALIZED (
@@ -223,8 +235,14 @@ RETURNING s.*
 ),
 late_versions AS (
 INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT u."store", u.window_start, u.window_end, u.version, 'late', (u."_et_a0")::bigint, (u."_et_a1" / NULLIF(u."_et_a1_n", 0))::numeric, wm.w, u._et_n, u."_et_a0", u."_et_a1", u."_et_a1_n"
-FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w
+SELECT v."store", v.window_start, v.window_end, v.version, 'late', (v."_et_a0")::bigint, (v."_et_a1" / NULLIF(v."_et_a1_n", 0))::numeric, v._et_w, v._et_n, v."_et_a0", v."_et_a1", v."_et_a1_n"
+FROM (SELECT u."store", u.window_start, u.window_end, u.version + (m._et_n IS NOT NULL)::integer AS version, wm.w AS _et_w, coalesce(m._et_n, 0) + u._et_n AS _et_n, coalesce(m."_et_a0", 0) + u."_et_a0" AS "_et_a0", CASE WHEN m."_et_a1" IS NULL THEN u."_et_a1" WHEN u."_et_a1" IS NULL THEN m."_et_a1" ELSE m."_et_a1" + u."_et_a1" END AS "_et_a1", coalesce(m."_et_a1_n", 0) + u."_et_a1_n" AS "_et_a1_n"
+FROM up u CROSS JOIN wm
+LEFT JOIN LATERAL (
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" OPERATOR(pg_catalog.=) u."store"
+UNION ALL
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" IS NULL AND u."store" IS NULL
+) m ON true WHERE u.window_end <= wm.w) v
 RETURNING 1
 ),
 counts AS MATERIALIZED (
@@ -282,13 +300,6 @@ SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_
 FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2)
 GROUP BY "store", window_start, window_end
 ),
-compacted AS (
-DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 AND ($2::timestamptz IS NULL OR s.window_end > $2) AND s.window_end > $1 - interval '24:00:00.000000'
-),
-kept AS (
-INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT f."store", f.window_start, f.window_end, 1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f WHERE f.window_end > $1 - interval '24:00:00.000000'
-),
 fired AS (
 INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
 SELECT f."store", f.window_start, f.window_end, 1, 'main', (f."_et_a0")::bigint, (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric, $1, f._et_n, f."_et_a0", f."_et_a1", f."_et_a1_n" FROM f
@@ -297,8 +308,8 @@ RETURNING 1
 SELECT (SELECT count(*) FROM fired), (SELECT count(*) FROM f WHERE f.window_end <= $1 - interval '24:00:00.000000');
 
 -- purge
-WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING s.version)
-SELECT count(*) FILTER (WHERE version > 0) FROM gone;
+WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - interval '24:00:00.000000' RETURNING s."store", s.window_start, s.window_end)
+SELECT count(*) FROM (SELECT DISTINCT "store", window_start FROM gone WHERE window_end <= $2::timestamptz) g;
 
 -- drop
 DROP VIEW IF EXISTS "public"."Orders ""daily""_history";

@@ -218,20 +218,105 @@ impl PipelineDef {
         )
     }
 
-    /// A late version of each state row `u` that `from` (a FROM clause and its conditions)
-    /// yields, written under `watermark`.
-    pub(super) fn late_version_insert(&self, from: &str, watermark: &str) -> String {
-        format!(
-            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark, {accs})\n\
-             SELECT {ku}u.window_start, u.window_end, u.version, 'late', {finals}{watermark}, {accs_u}\n\
-             {from}",
+    /// A late version of each state row `u` of `rows` (FROM items that name it `u`) that meets
+    /// `cond`, written under `watermark`. With [`PipelineDef::late_deltas`], the state row holds
+    /// only the window's late rows and counts its late versions: the version adds them to the
+    /// window's main firing ([`Self::main_lookup`]) and comes after it.
+    pub(super) fn late_version_insert(&self, rows: &str, cond: &str, watermark: &str) -> String {
+        let head = format!(
+            "INSERT INTO {history} ({k}window_start, window_end, version, kind, {aliases}watermark, {accs})",
             history = self.table("history"),
             k = prefix(&self.key_names(None)),
-            ku = prefix(&self.key_names(Some("u"))),
             aliases = prefix(&self.alias_cols()),
-            finals = prefix(&self.finals("u")),
             accs = self.state_cols().join(", "),
-            accs_u = self.state_cols().iter().map(|c| format!("u.{c}")).collect::<Vec<_>>().join(", "),
+        );
+        let select = |u: &str, w: &str| {
+            format!(
+                "SELECT {ku}{u}.window_start, {u}.window_end, {u}.version, 'late', {finals}{w}, {accs_u}",
+                ku = prefix(&self.key_names(Some(u))),
+                finals = prefix(&self.finals(u)),
+                accs_u = self
+                    .state_cols()
+                    .iter()
+                    .map(|c| format!("{u}.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        };
+        if !self.uses_late_deltas() {
+            return format!(
+                "{head}\n{}\nFROM {rows} WHERE {cond}",
+                select("u", watermark)
+            );
+        }
+        let n = format!("{INTERNAL_PREFIX}n");
+        let merged: Vec<String> = std::iter::once(format!("coalesce(m.{n}, 0) + u.{n}"))
+            .chain(self.aggs.iter().enumerate().flat_map(|(i, a)| {
+                let delta: Vec<String> = a
+                    .acc_columns(i)
+                    .into_iter()
+                    .map(|(c, _)| format!("u.{c}"))
+                    .collect();
+                a.merge_values(i, "m", &delta)
+            }))
+            .zip(self.state_cols())
+            .map(|(e, c)| format!(", {e} AS {c}"))
+            .collect();
+        format!(
+            "{head}\n{select}\n\
+             FROM (SELECT {ku}u.window_start, u.window_end, u.version + (m.{n} IS NOT NULL)::integer AS version, {watermark} AS _et_w{merged}\n\
+             FROM {rows}{lookup} WHERE {cond}) v",
+            select = select("v", "v._et_w"),
+            ku = prefix(&self.key_names(Some("u"))),
+            merged = merged.concat(),
+            lookup = self.main_lookup("u"),
+        )
+    }
+
+    /// `LEFT JOIN LATERAL (...) m ON true`: the state columns of the main firing (version 1,
+    /// kind `main`) of the window of the row aliased `u`, from history; all NULL when the window
+    /// had no rows when it fired. Keys compare with their type's btree equality (`eq_op`), so
+    /// each lookup is a scan of the history's unique index: one branch per combination of NULL
+    /// keys, a NULL key matching with `IS NULL` (the index's NULLS NOT DISTINCT), of which only
+    /// the branch of the row's NULLs runs. With more than [`MAX_KEY_BRANCHES`] keys the keys are
+    /// compared in one branch, and the lookup reads every version of the window start.
+    pub(super) fn main_lookup(&self, u: &str) -> String {
+        let cols = self
+            .state_cols()
+            .iter()
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let head = format!(
+            "SELECT {cols} FROM {history} m WHERE m.window_start = {u}.window_start AND m.version = 1 AND m.kind = 'main'",
+            history = self.table("history"),
+        );
+        let ops: Option<Vec<&str>> = self.keys.iter().map(|k| k.eq_op.as_deref()).collect();
+        let branches: Vec<String> = match ops {
+            Some(ops) if self.keys.len() <= MAX_KEY_BRANCHES => (0..1usize << self.keys.len())
+                .map(|nulls| {
+                    let conds: String = self
+                        .keys
+                        .iter()
+                        .zip(ops.iter())
+                        .enumerate()
+                        .map(|(i, (k, op))| {
+                            let c = quote_ident(&k.name);
+                            if nulls & (1 << i) == 0 {
+                                format!(" AND m.{c} {op} {u}.{c}")
+                            } else {
+                                format!(" AND m.{c} IS NULL AND {u}.{c} IS NULL")
+                            }
+                        })
+                        .collect();
+                    format!("{head}{conds}")
+                })
+                .collect(),
+            _ => vec![format!("{head}{}", self.same_key("m", u))],
+        };
+        format!(
+            "\nLEFT JOIN LATERAL (\n{}\n) m ON true",
+            branches.join("\nUNION ALL\n")
         )
     }
 
@@ -322,10 +407,8 @@ impl PipelineDef {
         };
         let appended = self.state_append(&rows(1));
         let up = self.state_upsert(&rows(2), "s.*");
-        let late_versions = self.late_version_insert(
-            "FROM up u CROSS JOIN wm WHERE u.window_end <= wm.w\nRETURNING 1",
-            "wm.w",
-        );
+        let late_versions =
+            self.late_version_insert("up u CROSS JOIN wm", "u.window_end <= wm.w", "wm.w");
         // The counts come from the groups and the refused rows, not from another scan of the rows:
         // all rows of a group share its window, so its landing. Rows of several windows count once
         // per window.
@@ -333,7 +416,7 @@ impl PipelineDef {
             "refused AS (\n{refused}\n),\n\
              appended AS (\n{appended}\n),\n\
              up AS (\n{up}\n),\n\
-             late_versions AS (\n{late_versions}\n),\n\
+             late_versions AS (\n{late_versions}\nRETURNING 1\n),\n\
              counts AS MATERIALIZED (\n\
                SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
                       coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\

@@ -71,6 +71,10 @@ pub const FRESH_BULK_ROWS: i64 = 1000;
 /// or out of range); see [`PipelineDef::landing_case`].
 const NO_WINDOW: i32 = 4;
 
+/// The most key columns for which the lookup of a window's main firing has one branch per
+/// combination of NULL keys (2^n branches; see `PipelineDef::main_lookup`).
+const MAX_KEY_BRANCHES: usize = 3;
+
 /// How an ingest statement of several rows writes the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ledger {
@@ -126,6 +130,12 @@ fn prefix(items: &[String]) -> String {
 impl PipelineDef {
     pub fn table(&self, what: &str) -> String {
         internal_table(self.id, what)
+    }
+
+    /// Whether the state of a fired window is its late rows only ([`PipelineDef::late_deltas`]);
+    /// never for sessions, whose merges read a fired session's whole state from its row.
+    pub fn uses_late_deltas(&self) -> bool {
+        self.late_deltas && !self.window.is_session()
     }
 
     pub fn trigger_function(&self) -> String {
@@ -331,6 +341,64 @@ mod tests {
             .fire_statement()
             .contains("(f.\"_et_a1\" / NULLIF(f.\"_et_a1_n\", 0))::numeric"));
         assert!(!d.fire_statement().contains("UPDATE"));
+    }
+
+    #[test]
+    fn with_late_deltas_the_firing_only_reads_the_state() {
+        let mut d = def();
+        let state = d.table("state");
+        assert!(d.uses_late_deltas());
+        let fire = d.fire_statement();
+        assert!(fire.contains(&format!("FROM {state} s")));
+        assert!(!fire.contains(&format!("INSERT INTO {state}")));
+        assert!(!fire.contains(&format!("DELETE FROM {state}")));
+        // A late version adds the late row to the main firing, in the ingest statement.
+        assert!(d
+            .ingest_statement()
+            .contains("late_versions AS (\nINSERT INTO _eventtime.\"p7_history\""));
+        assert!(d.ingest_statement().contains("m.kind = 'main'"));
+        // The layout before late deltas, and sessions, still fold a fired window into one row.
+        d.late_deltas = false;
+        assert!(d.fire_statement().contains(&format!("INSERT INTO {state}")));
+        let mut s = def();
+        s.window = WindowSpec::Session { gap: 60_000_000 };
+        assert!(!s.uses_late_deltas());
+        assert!(s.fire_statement().contains(&format!("DELETE FROM {state}")));
+    }
+
+    #[test]
+    fn the_main_firing_is_looked_up_with_the_index_operators_one_branch_per_null_key() {
+        let mut d = def();
+        let one = d.main_lookup("u");
+        assert_eq!(one.matches("UNION ALL").count(), 1);
+        assert!(one.contains("m.\"store\" OPERATOR(pg_catalog.=) u.\"store\""));
+        assert!(one.contains("m.\"store\" IS NULL AND u.\"store\" IS NULL"));
+        assert!(!one.contains("record_eq"));
+        d.keys.push(Column {
+            name: "region".into(),
+            type_name: "public.citext".into(),
+            collation: None,
+            eq_op: Some("OPERATOR(public.=)".into()),
+        });
+        let two = d.main_lookup("u");
+        assert_eq!(two.matches("UNION ALL").count(), 3);
+        assert!(two.contains("m.\"region\" OPERATOR(public.=) u.\"region\""));
+        // Without an operator (a definition from before), or with too many keys: one branch
+        // that compares the keys with record_eq.
+        d.keys[1].eq_op = None;
+        let old = d.main_lookup("u");
+        assert!(!old.contains("UNION ALL"));
+        assert!(old.contains("pg_catalog.record_eq"));
+        d.keys[1].eq_op = Some("OPERATOR(pg_catalog.=)".into());
+        for name in ["a", "b"] {
+            let mut k = d.keys[0].clone();
+            k.name = name.into();
+            d.keys.push(k);
+        }
+        assert!(!d.main_lookup("u").contains("UNION ALL"));
+        d.keys.clear();
+        let unkeyed = d.main_lookup("u");
+        assert!(!unkeyed.contains("UNION ALL") && !unkeyed.contains("record_eq"));
     }
 
     #[test]
@@ -603,6 +671,7 @@ mod tests {
         d.window = WindowSpec::Session {
             gap: 30 * 60_000_000,
         };
+        d.late_deltas = false;
         check_snapshot("session_keyed_event_id", &d);
     }
 

@@ -34,7 +34,7 @@ impl PipelineDef {
             stmt = self.ingest_one_statement(),
             max_et = self.lag_event_time(&self.one_row_var(&self.event_time)),
             et = self.one_row_var(&self.event_time),
-            late = self.late_version_insert(&format!("FROM {} u WHERE u.ctid = {FN_LABEL}.v_tid", self.table("state")), &format!("{FN_LABEL}.v_w")),
+            late = self.late_version_insert(&format!("{} u", self.table("state")), &format!("u.ctid = {FN_LABEL}.v_tid"), &format!("{FN_LABEL}.v_w")),
             refused = self.refused_insert(
                 &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
                 (&format!("{FN_LABEL}.v_ws"), &format!("{FN_LABEL}.v_we")),
@@ -53,10 +53,8 @@ impl PipelineDef {
     /// unique index waits for) fails the try with a unique violation; its subtransaction is rolled
     /// back and the statement that dedups runs instead.
     pub(super) fn bulk_block(&self) -> String {
-        let stmt = format!(
-            "{}\nINTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n",
-            self.ingest_statement()
-        );
+        let into = "INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n";
+        let stmt = format!("{}\n{into}", self.ingest_statement());
         let Some(_) = &self.event_id else {
             return stmt;
         };
@@ -69,7 +67,7 @@ impl PipelineDef {
              ) ELSE false END) THEN\n\
                BEGIN\n\
              {fresh}\n\
-               INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n\
+               {into}\
                v_done := true;\n\
                EXCEPTION WHEN unique_violation THEN\n\
                  v_done := false;\n\

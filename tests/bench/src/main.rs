@@ -649,10 +649,10 @@ impl Fingerprints {
                 "(SELECT window_start, k, unnest(ids) AS event_id FROM f_id_arrays)".into(),
             ),
         };
-        // Each window's state, whatever the number of rows it is kept in (the pipeline keeps an
-        // open window's partials in a row per statement; the floors upsert one row): its row
-        // count and accumulators summed (count and sum), and the latest late version (the
-        // pipeline's row of a fired window says 1 for its main firing where the floors say 0).
+        // Each window's state, whatever the number of rows it is kept in (the pipeline keeps a
+        // window's partials in a row per statement, and a fired window's late rows in one more;
+        // the floors upsert one row): its row count and accumulators summed (count and sum).
+        // Versions are compared in history.
         let sums = acc
             .split(", ")
             .map(|c| format!("sum({c})"))
@@ -663,10 +663,9 @@ impl Fingerprints {
             &format!(
                 "SELECT format('state: %s windows, digest %s; late versions: %s, digest %s; event ids: %s, digest %s', \
                    s.n, s.d, h.n, h.d, i.n, i.d) \
-                 FROM (SELECT count(*) AS n, md5(string_agg(concat_ws('|', k, window_start, window_end, v, sums), ',' \
+                 FROM (SELECT count(*) AS n, md5(string_agg(concat_ws('|', k, window_start, window_end, sums), ',' \
                          ORDER BY k, window_start)) AS d \
-                       FROM (SELECT k, window_start, window_end, CASE WHEN max(version) > 1 THEN max(version) ELSE 0 END AS v, \
-                                    concat_ws('|', {sums}) AS sums \
+                       FROM (SELECT k, window_start, window_end, concat_ws('|', {sums}) AS sums \
                              FROM {state} GROUP BY k, window_start, window_end) w) s, \
                       (SELECT count(*) AS n, md5(string_agg(concat_ws('|', k, window_start, version, n, total), ',' \
                          ORDER BY k, window_start, version)) AS d FROM {history} WHERE kind = 'late') h, \
