@@ -11,9 +11,11 @@
 //!    ingest statements that start later queue behind the advance. Readers of the views are not
 //!    blocked. An ingest statement of a pipeline with a watermark lag takes this lock first thing
 //!    (in its trigger function), so its own advance never upgrades a lock.
-//! 2. The pipeline's catalog row, `FOR UPDATE`. Ingest reads the watermark `FOR SHARE`, so a
-//!    statement whose snapshot predates a committed advance still classifies against the new
-//!    watermark. The row also serializes every change to the pipeline's sources.
+//! 2. The pipeline's catalog row, `FOR UPDATE`. Ingest reads the watermark with a snapshot taken
+//!    after its `ROW EXCLUSIVE` lock (READ COMMITTED), or after locking this row `FOR SHARE`
+//!    (REPEATABLE READ, where an advance committed after the snapshot is a serialization
+//!    failure), so it classifies against the latest watermark. The row also serializes every
+//!    change to the pipeline's sources.
 //!
 //! After the locks every statement takes a fresh snapshot (READ COMMITTED), so it sees every
 //! ingest transaction that committed while the advance waited: no committed row can be missed by

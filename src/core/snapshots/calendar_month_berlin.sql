@@ -26,6 +26,10 @@ v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timesta
 v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;
 BEGIN
 v_restricted := _eventtime.restrict();
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+LOCK TABLE _eventtime."p7_state" IN ROW EXCLUSIVE MODE;
+PERFORM FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE;
+END IF;
 SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r."store" AS c0, r."order_id" AS c1, r."ordered_at" AS c2, r."amount" AS c3
 INTO v_row FROM new_rows r LIMIT 1;
 IF v_row.n = 1 THEN
@@ -33,7 +37,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 c AS MATERIALIZED (
 SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", CASE WHEN x.window_end IS NULL THEN 4 WHEN x.window_end > wm.w_open THEN 1 WHEN x.window_end > wm.w_late THEN 2 ELSE 3 END AS _et_landing, wm.w
@@ -96,7 +100,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
@@ -172,7 +176,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 

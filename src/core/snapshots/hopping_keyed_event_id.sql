@@ -26,6 +26,10 @@ v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timesta
 v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;
 BEGIN
 v_restricted := _eventtime.restrict();
+IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+LOCK TABLE _eventtime."p7_state" IN ROW EXCLUSIVE MODE;
+PERFORM FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE;
+END IF;
 SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT 1000) n) AS n, r."store" AS c0, r."order_id" AS c1, r."ordered_at" AS c2, r."amount" AS c3
 INTO v_row FROM new_rows r LIMIT 1;
 IF (CASE WHEN v_row.n >= 1000 THEN (
@@ -37,7 +41,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
@@ -113,7 +117,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 

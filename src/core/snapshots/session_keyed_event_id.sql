@@ -36,7 +36,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 

@@ -35,7 +35,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 c AS MATERIALIZED (
 SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", CASE WHEN x.window_end IS NULL THEN 4 WHEN x.window_end > wm.w_open THEN 1 WHEN x.window_end > wm.w_late THEN 2 ELSE 3 END AS _et_landing, wm.w
@@ -85,7 +85,7 @@ WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
-FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE
+FROM _eventtime.pipeline p WHERE p.id = 7
 ),
 cls AS MATERIALIZED (
 SELECT r."_et_window_start", r."_et_window_end", NULL::text AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 

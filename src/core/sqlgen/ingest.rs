@@ -20,14 +20,18 @@ impl PipelineDef {
     }
 
     /// `wm`: the pipeline's watermark `w`, and the window ends after which a row is open
-    /// (`w_open`) or late (`w_late`), read `FOR SHARE` (see *Locks* in the design note).
+    /// (`w_open`) or late (`w_late`). A plain read, no row lock: in READ COMMITTED the statement
+    /// takes its snapshot after the locks of its plan (SPI plans, then snapshots), so after the
+    /// `ROW EXCLUSIVE` lock on the state that every advance waits for; in REPEATABLE READ the
+    /// trigger function first locks the catalog row `FOR SHARE` (see
+    /// [`Self::create_trigger_function`] and *Locks* in the design note).
     pub(super) fn watermark_cte(&self) -> String {
         format!(
             "wm AS MATERIALIZED (\n\
                SELECT p.watermark AS w,\n\
                       coalesce(p.watermark, '-infinity') AS w_open,\n\
                       coalesce(p.watermark - {late}, '-infinity') AS w_late\n\
-               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE\n\
+               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id}\n\
              ),\n",
             late = self.late(),
             id = self.id,

@@ -402,6 +402,29 @@ mod tests {
     }
 
     #[test]
+    fn writers_lock_the_catalog_row_only_under_repeatable_read() {
+        let mut d = def();
+        assert!(!d.ingest_statement().contains("FOR SHARE"));
+        assert!(!d.ingest_one_statement().contains("FOR SHARE"));
+        let f = d.create_trigger_function();
+        let block =
+            "IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN\n\
+                     LOCK TABLE _eventtime.\"p7_state\" IN ROW EXCLUSIVE MODE;\n\
+                     PERFORM FROM _eventtime.pipeline p WHERE p.id = 7 FOR SHARE;\n\
+                     END IF;\n";
+        assert!(f.contains(block));
+        // Before the first statement that reads the watermark.
+        assert!(f.find(block).unwrap() < f.find("FROM new_rows").unwrap());
+        assert_eq!(f.matches("FOR SHARE").count(), 1);
+        // Pipelines with a lag and sessions refuse other levels than READ COMMITTED instead.
+        d.watermark_lag = Some(60_000_000);
+        assert!(!d.create_trigger_function().contains("FOR SHARE"));
+        d.watermark_lag = None;
+        d.window = WindowSpec::Session { gap: 60_000_000 };
+        assert!(!d.create_trigger_function().contains("FOR SHARE"));
+    }
+
+    #[test]
     fn ingest_dedups_only_with_an_event_id() {
         let mut d = def();
         assert!(d.ingest_statement().contains("ON CONFLICT DO NOTHING"));

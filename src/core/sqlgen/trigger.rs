@@ -122,6 +122,14 @@ impl PipelineDef {
     /// [`FRESH_BULK_ROWS`]) and the columns of its first row into the record `v_row`, when a
     /// branch reads it (see [`Self::reads_first_row`]).
     ///
+    /// The ingest statements read the watermark without a row lock: in READ COMMITTED each takes
+    /// its snapshot after its plan's `ROW EXCLUSIVE` lock on the state, which an advance's
+    /// `EXCLUSIVE` lock waits for and makes wait, so the watermark it reads stays the latest until
+    /// the transaction ends. Under REPEATABLE READ or SERIALIZABLE the snapshot is the
+    /// transaction's: the function first takes that lock, then locks the pipeline's catalog row
+    /// `FOR SHARE`, which fails with a serialization error (40001) when an advance committed after
+    /// the snapshot, and makes a later advance wait. Writers of a pipeline lock no common row.
+    ///
     /// With a watermark lag, the statement ends with an advance, which needs the advance's locks.
     /// It checks the isolation level and takes the state table's EXCLUSIVE lock before anything
     /// else, never as an upgrade from the ROW EXCLUSIVE lock the ingest statement takes (two
@@ -147,7 +155,19 @@ impl PipelineDef {
             // Late versions are announced here; with a lag, by the advance, in one notification
             // with what it fires.
             None => (
-                String::new(),
+                if self.window.is_session() {
+                    // Sessions refuse any other level than READ COMMITTED (`session_locks`).
+                    String::new()
+                } else {
+                    format!(
+                        "IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN\n\
+                           LOCK TABLE {state} IN ROW EXCLUSIVE MODE;\n\
+                           PERFORM FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id} FOR SHARE;\n\
+                         END IF;\n",
+                        id = self.id,
+                        state = self.table("state"),
+                    )
+                },
                 if self.window.is_session() {
                     format!(
                         "IF n_versions + n_merged > 0 THEN\n\
