@@ -17,7 +17,7 @@ CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR
 
 -- trigger function
 CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET jit = off AS $eventtime$
+SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off AS $eventtime$
 #variable_conflict use_column
 <<pg_eventtime>>
 DECLARE

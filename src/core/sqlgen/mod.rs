@@ -352,6 +352,11 @@ mod tests {
         assert!(fire.contains(&format!("FROM {state} s")));
         assert!(!fire.contains(&format!("INSERT INTO {state}")));
         assert!(!fire.contains(&format!("DELETE FROM {state}")));
+        // Its plans never scan the history for a window's main firing, even when made while the
+        // history was empty.
+        assert!(d
+            .create_trigger_function()
+            .contains("SET jit = off SET enable_seqscan = off AS"));
         // A late version adds the late row to the main firing, in the ingest statement.
         assert!(d
             .ingest_statement()

@@ -230,9 +230,14 @@ impl PipelineDef {
             branches = self.branches(),
             session_locks = if self.window.is_session() { self.session_locks() } else { String::new() },
             // The session statement looks each key's live sessions up by index and its state
-            // rows up by tid: a plan cached while the state was empty must not scan the whole
-            // state once per key.
-            no_seqscan = if self.window.is_session() { " SET enable_seqscan = off" } else { "" },
+            // rows up by tid, and a late version looks its window's main firing up by index: a
+            // plan cached while the state or the history was empty (and analyzed so) must not
+            // scan the whole table once per key or per late window.
+            no_seqscan = if self.window.is_session() || self.uses_late_deltas() {
+                " SET enable_seqscan = off"
+            } else {
+                ""
+            },
             merged_var = if self.window.is_session() { " n_merged bigint := 0;" } else { "" },
             id = self.id,
         )
