@@ -389,7 +389,7 @@ fn reset(c: &mut Client, pipeline: bool) -> Res<()> {
     }
     exec(
         c,
-        "DROP TABLE IF EXISTS ev, plain, f_ids, f_id_arrays, f_state, f_history, s_sessions, s_windows; \
+        "DROP TABLE IF EXISTS ev, plain, f_ids, f_id_arrays, f_state, f_history, g_ids, g_state, s_sessions, s_windows; \
          CREATE TABLE ev (id bigint, k int, amount numeric, at timestamptz)",
     )?;
     if pipeline {
@@ -748,8 +748,8 @@ struct Row {
     without: Measure,
     /// SPEC §6's target, for the workloads that have one.
     target: Option<Target>,
-    /// The same writes by hand ([`Side::Floor`]), for the workloads that have one (times only).
-    floor: Option<Duration>,
+    /// The same writes by hand ([`Side::Floor`]), for the workloads that have one.
+    floor: Option<Measure>,
 }
 
 impl Row {
@@ -759,7 +759,7 @@ impl Row {
     }
     fn floor_ratio(&self) -> Option<f64> {
         self.floor
-            .map(|f| f.as_secs_f64() / self.without.value().max(1e-9))
+            .map(|f| f.value() / self.without.value().max(1e-9))
     }
 }
 
@@ -845,7 +845,7 @@ fn workload_a(
         with: Measure::Time(t[4]),
         without: Measure::Time(t[0]),
         target: Some(Target::AtMost(2.5)),
-        floor: Some(t[1]),
+        floor: Some(Measure::Time(t[1])),
     };
     Ok((row, t[2], t[3]))
 }
@@ -935,12 +935,13 @@ fn workload_b(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
         with: Measure::Time(t[2]),
         without: Measure::Time(t[0]),
         target: Some(Target::AtMost(1.3)),
-        floor: Some(t[1]),
+        floor: Some(Measure::Time(t[1])),
     })
 }
 
 /// (c) advance_watermark firing N due windows (N keys × 1 window, one row each, loaded
-/// beforehand) against one INSERT ... SELECT computing the same N windows into a plain table.
+/// beforehand) against one INSERT ... SELECT computing the same N windows into a table with the
+/// history's columns and indexes (SPEC §6).
 fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
     let n = s.c_windows;
     println!(
@@ -962,9 +963,18 @@ fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
     let (with, without) = alternate("(c)", ("with", "without"), opts.runs, |pipeline| {
         reset(c, pipeline)?;
         if !pipeline {
+            // SPEC §6: a table with the history's columns and indexes. Copied from the history
+            // of a pipeline made for the purpose and dropped at once, so the two cannot drift.
+            exec(c, CREATE_PIPELINE)?;
+            let history = text(
+                c,
+                "SELECT history_table::text FROM eventtime.pipelines WHERE name = 'bench'",
+            )?;
             exec(
                 c,
-                "CREATE TABLE plain (k int, window_start timestamptz, window_end timestamptz, n bigint, total numeric)",
+                &format!(
+                    "CREATE TABLE plain (LIKE {history} INCLUDING ALL); SELECT eventtime.drop_pipeline('bench')"
+                ),
             )?;
         }
         copy_in(c, &data)?;
@@ -979,8 +989,9 @@ fn workload_c(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Row> {
             timed(|| {
                 got = c
                     .execute(
-                        "INSERT INTO plain (k, window_start, window_end, n, total) \
-                         SELECT k, w, w + interval '1 day', count(*), sum(amount) \
+                        "INSERT INTO plain (k, window_start, window_end, version, kind, n, total, watermark, _et_n, _et_a0, _et_a1) \
+                         SELECT k, w, w + interval '1 day', 1, 'main', count(*), sum(amount), timestamptz '2026-01-02 00:00+00', \
+                                count(*), count(*), sum(amount) \
                          FROM (SELECT k, amount, date_bin(interval '1 day', at, timestamptz '2026-01-01 00:00+00') AS w FROM ev) e \
                          GROUP BY k, w",
                         &[],
@@ -1173,7 +1184,7 @@ fn workload_d(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Row, LateInfo)> {
             with: Measure::Time(t[2]),
             without: Measure::Time(t[0]),
             target: Some(Target::AtMost(3.0)),
-            floor: Some(t[1]),
+            floor: Some(Measure::Time(t[1])),
         },
         info,
     ))
@@ -1729,7 +1740,7 @@ fn run() -> Res<Vec<String>> {
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             let (floor, floor_ratio) = match (r.floor, r.floor_ratio()) {
-                (Some(f), Some(x)) => (ms(f), format!("{x:.2}×")),
+                (Some(f), Some(x)) => (f.show(), format!("{x:.2}×")),
                 _ => ("—".to_string(), "—".to_string()),
             };
             let target = match r.target {
@@ -1803,11 +1814,12 @@ fn run() -> Res<Vec<String>> {
              and after advance_watermark('infinity') so did its `bench_latest` row."
         );
     }
-    if let Some([with, without]) = &hot_waits {
+    if let Some([with, without, floor]) = &hot_waits {
         println!(
             "(g) where the writers' backends were (`pg_stat_activity` every {} ms, all runs; `running`: on the CPU or \
              ready to run; `Client:ClientRead`: waiting for the client; `LWLock:WALWrite`, `IO:WALSync`: the commits' \
-             flush; `Lock:extend`: a table or index growing by a page): with the pipeline {with}; without {without}.",
+             flush; `Lock:extend`: a table or index growing by a page): with the pipeline {with}; without {without}; \
+             floor (the row, its id into a ledger and its partials appended to a state, by hand in one statement) {floor}.",
             writers::SAMPLE_EVERY.as_millis()
         );
     }
