@@ -110,12 +110,7 @@ impl PipelineDef {
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("m")),
             state_cols = self.state_cols().join(", "),
-            state_cols_m = self
-                .state_cols()
-                .iter()
-                .map(|c| format!("m.{c}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            state_cols_m = self.state_cols_of("m"),
             key = self.key_json("m"),
             k_after = self
                 .key_names(Some("m"))

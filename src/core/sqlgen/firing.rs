@@ -48,12 +48,7 @@ impl PipelineDef {
         let kf = prefix(&self.key_names(Some("f")));
         let combined = self.combined();
         let accs = self.state_cols().join(", ");
-        let accs_f = self
-            .state_cols()
-            .iter()
-            .map(|c| format!("f.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let accs_f = self.state_cols_of("f");
         let compaction = if self.uses_late_deltas() {
             String::new()
         } else {

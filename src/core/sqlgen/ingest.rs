@@ -239,12 +239,7 @@ impl PipelineDef {
                 "SELECT {ku}{u}.window_start, {u}.window_end, {u}.version, 'late', {finals}{w}, {accs_u}",
                 ku = prefix(&self.key_names(Some(u))),
                 finals = prefix(&self.finals(u)),
-                accs_u = self
-                    .state_cols()
-                    .iter()
-                    .map(|c| format!("{u}.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                accs_u = self.state_cols_of(u),
             )
         };
         if !self.uses_late_deltas() {
@@ -285,12 +280,7 @@ impl PipelineDef {
     /// the branch of the row's NULLs runs. With more than [`MAX_KEY_BRANCHES`] keys the keys are
     /// compared in one branch, and the lookup reads every version of the window start.
     pub(super) fn main_lookup(&self, u: &str) -> String {
-        let cols = self
-            .state_cols()
-            .iter()
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = self.state_cols_of("m");
         let head = format!(
             "SELECT {cols} FROM {history} m WHERE m.window_start = {u}.window_start AND m.version = 1 AND m.kind = 'main'",
             history = self.table("history"),

@@ -211,6 +211,15 @@ impl PipelineDef {
         out
     }
 
+    /// The state columns (row count and accumulators) of the row aliased `a`, comma-separated.
+    fn state_cols_of(&self, a: &str) -> String {
+        self.state_cols()
+            .iter()
+            .map(|c| format!("{a}.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn acc_cols(&self) -> Vec<String> {
         self.aggs
             .iter()

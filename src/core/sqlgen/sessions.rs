@@ -213,13 +213,6 @@ impl PipelineDef {
             aliases = prefix(&self.alias_cols()),
             state_cols = self.state_cols().join(", "),
         );
-        let state_of = |a: &str| -> String {
-            self.state_cols()
-                .iter()
-                .map(|c| format!("{a}.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         // The state: the survivor (the island's earliest live session) takes the island's
         // bounds, rows and version; the other live sessions of the island leave; islands without
         // a live session are inserted.
@@ -260,8 +253,8 @@ impl PipelineDef {
             history = self.table("history"),
             gr = key_island("g", "r"),
             state_cols = self.state_cols().join(", "),
-            state_r = state_of("r"),
-            state_g = state_of("g"),
+            state_r = self.state_cols_of("r"),
+            state_g = self.state_cols_of("g"),
             finals_r = prefix(&self.finals("r")),
             finals_g = prefix(&self.finals("g")),
         );
