@@ -225,6 +225,86 @@ mod tests {
         );
     }
 
+    /// Calls of the pipeline's PL/pgSQL function in this transaction (`track_functions`).
+    fn sql_function_calls() -> i64 {
+        count(&format!(
+            "SELECT coalesce((SELECT calls FROM pg_stat_xact_user_functions WHERE funcid = '{}_sql()'::regprocedure), 0)",
+            internal("ingest")
+        ))
+    }
+
+    #[pg_test]
+    fn the_front_writes_one_on_time_row_and_hands_every_other_statement_over() {
+        setup("30 minutes", true);
+        Spi::run("SET LOCAL track_functions = 'pl'").unwrap();
+        // The trigger's function is the front, in C, the owner's, not SECURITY DEFINER, and not
+        // PUBLIC's.
+        assert_eq!(
+            Spi::get_one::<String>(
+                "SELECT concat_ws(' ', l.lanname, p.prosecdef, has_function_privilege('public', p.oid, 'EXECUTE')) \
+                 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language l ON l.oid = p.prolang \
+                 WHERE t.tgrelid = 't'::regclass"
+            )
+            .unwrap()
+            .unwrap(),
+            "c f f"
+        );
+        let state = internal("state");
+        let dups = || {
+            count("SELECT coalesce(sum(duplicates), 0)::bigint FROM _eventtime.duplicate_counts")
+        };
+        // One on-time row, then its duplicate: written by the front alone.
+        Spi::run("INSERT INTO t VALUES (1, 'a', 10, '2026-01-01 00:10+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (1, 'a', 99, '2026-01-01 00:20+00')").unwrap();
+        assert_eq!(count(&format!("SELECT count(*) FROM {state}")), 1);
+        assert_eq!(dups(), 1);
+        assert_eq!(sql_function_calls(), 0);
+        // eventtime.ingest gets the front's counts: a new row, then the same row again.
+        let ingest = || {
+            Spi::get_one::<String>(
+                "SELECT concat_ws(' ', accepted, late, refused, duplicates) FROM eventtime.ingest('p', \
+                 '[{\"id\": 2, \"k\": \"b\", \"v\": 1, \"at\": \"2026-01-01 00:30+00\"}]')",
+            )
+            .unwrap()
+            .unwrap()
+        };
+        assert_eq!(ingest(), "1 0 0 0");
+        assert_eq!(ingest(), "0 0 0 1");
+        assert_eq!(sql_function_calls(), 0);
+        // A row without an id, and a statement of two rows: the PL/pgSQL function.
+        Spi::run("INSERT INTO t VALUES (NULL, 'a', 1, '2026-01-01 00:40+00')").unwrap();
+        assert_eq!(sql_function_calls(), 1);
+        Spi::run("INSERT INTO t VALUES (3, 'a', 2, '2026-01-01 00:50+00'), (1, 'a', 5, '2026-01-01 00:10+00')").unwrap();
+        assert_eq!(sql_function_calls(), 2);
+        assert_eq!(dups(), 3);
+        // After an advance: a late row and a refused row go to the PL/pgSQL function, which
+        // writes them as before; an on-time row is still the front's.
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:10+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (4, 'a', 4, '2026-01-01 00:55+00')").unwrap();
+        assert_eq!(sql_function_calls(), 3);
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:40+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (5, 'a', 5, '2026-01-01 00:56+00')").unwrap();
+        assert_eq!(sql_function_calls(), 4);
+        Spi::run("INSERT INTO t VALUES (6, 'a', 6, '2026-01-01 02:00+00')").unwrap();
+        assert_eq!(sql_function_calls(), 4);
+        let history = Spi::get_one::<String>(
+            "SELECT string_agg(concat_ws(' ', k, version, kind, n, total), '; ' ORDER BY k, version) FROM p_history",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(history, "a 1 main 3 13; a 2 late 4 17; b 1 main 1 1");
+        assert_eq!(
+            count("SELECT count(*) FROM p_refused WHERE event_id = 5"),
+            1
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM {state} WHERE window_start = '2026-01-01 02:00+00'"
+            )),
+            1
+        );
+    }
+
     #[pg_test]
     fn drop_pipeline_leaves_the_source_and_its_rows() {
         setup("0", true);

@@ -144,18 +144,30 @@ mod _eventtime {
     /// its INSERT (see `core::sqlgen::COLLECT_COUNTS`).
     #[pg_extern(volatile, parallel_unsafe)]
     fn note_counts(pipeline_id: i32, accepted: i64, late: i64, refused: i64, duplicates: i64) {
-        LAST_COUNTS.with(|c| {
-            c.borrow_mut().insert(
-                pipeline_id,
-                Counts {
-                    accepted,
-                    late,
-                    refused,
-                    duplicates,
-                },
-            );
-        });
+        note_statement_counts(pipeline_id, accepted, late, refused, duplicates)
     }
+}
+
+/// Keeps the counts of a pipeline's ingest statement for `eventtime.ingest`: called by the
+/// trigger function through `_eventtime.note_counts`, and by the trigger front directly.
+pub(crate) fn note_statement_counts(
+    pipeline_id: i32,
+    accepted: i64,
+    late: i64,
+    refused: i64,
+    duplicates: i64,
+) {
+    LAST_COUNTS.with(|c| {
+        c.borrow_mut().insert(
+            pipeline_id,
+            Counts {
+                accepted,
+                late,
+                refused,
+                duplicates,
+            },
+        );
+    });
 }
 
 /// An `INSERT` by the caller: it needs `INSERT` on the source table and nothing else, and it runs

@@ -3,6 +3,7 @@
 
 pub mod corrections;
 pub mod explain;
+pub mod front;
 pub mod ingest;
 pub mod introspect;
 pub mod landing;

@@ -770,6 +770,7 @@ fn create_pipeline(
     def.id = id;
     let mut internal = def.create_tables();
     internal.push(def.create_trigger_function());
+    internal.extend(def.create_front_function());
     internal.extend(def.hand_over(&security::role_name(owner)));
     let mut ddl = vec![def.create_trigger()];
     ddl.extend(def.create_views());

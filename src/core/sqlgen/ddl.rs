@@ -194,23 +194,29 @@ impl PipelineDef {
         out
     }
 
-    /// Hands the internal tables and the trigger function, created by the catalog owner, to the
-    /// pipeline's owner `owner` (a quoted role name): the trigger function, `SECURITY DEFINER`,
-    /// then runs as that owner, and nobody but the trigger calls it.
+    /// Hands the internal tables and the trigger functions, created by the catalog owner, to the
+    /// pipeline's owner `owner` (a quoted role name): the PL/pgSQL function, `SECURITY DEFINER`,
+    /// then runs as that owner, the front runs its statement as that owner, and nobody but the
+    /// trigger calls either.
     pub fn hand_over(&self, owner: &str) -> Vec<String> {
         let mut out: Vec<String> = self
             .tables()
             .iter()
             .map(|t| format!("ALTER TABLE {} OWNER TO {owner}", self.table(t)))
             .collect();
-        out.push(format!(
-            "REVOKE ALL ON FUNCTION {}() FROM PUBLIC",
-            self.trigger_function()
-        ));
-        out.push(format!(
-            "ALTER FUNCTION {}() OWNER TO {owner}",
-            self.trigger_function()
-        ));
+        for f in self.trigger_functions() {
+            out.push(format!("REVOKE ALL ON FUNCTION {f}() FROM PUBLIC"));
+            out.push(format!("ALTER FUNCTION {f}() OWNER TO {owner}"));
+        }
+        out
+    }
+
+    /// The trigger's function, and the PL/pgSQL function behind it when it is a front.
+    fn trigger_functions(&self) -> Vec<String> {
+        let mut out = vec![self.trigger_function()];
+        if self.has_front() {
+            out.push(self.sql_trigger_function());
+        }
         out
     }
 
@@ -228,10 +234,9 @@ impl PipelineDef {
                 self.source
             ));
         }
-        out.push(format!(
-            "DROP FUNCTION IF EXISTS {}()",
-            self.trigger_function()
-        ));
+        for f in self.trigger_functions() {
+            out.push(format!("DROP FUNCTION IF EXISTS {f}()"));
+        }
         for t in self.tables() {
             out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));
         }

@@ -25,6 +25,7 @@ mod ingest;
 mod sessions;
 mod trigger;
 use super::window::{Period, WindowSpec};
+pub use trigger::FRONT_SYMBOL;
 
 pub const INTERNAL_SCHEMA: &str = "_eventtime";
 
@@ -521,9 +522,72 @@ mod tests {
         assert!(f.contains(COLLECT_COUNTS));
         assert!(f.starts_with(&format!(
             "CREATE FUNCTION {}() RETURNS trigger",
-            d.trigger_function()
+            d.sql_trigger_function()
         )));
         assert!(f.lines().nth(1).unwrap().contains("SET jit = off"));
+    }
+
+    #[test]
+    fn tumbling_pipelines_without_a_lag_have_a_front_and_the_others_do_not() {
+        let mut d = def();
+        assert!(d.has_front());
+        assert_eq!(d.sql_trigger_function(), "_eventtime.\"p7_ingest_sql\"");
+        let front = d.create_front_function().expect("a front");
+        assert!(front.starts_with(&format!(
+            "CREATE FUNCTION {}() RETURNS trigger LANGUAGE c",
+            d.trigger_function()
+        )));
+        assert!(front.ends_with(&format!("'{FRONT_SYMBOL}'")));
+        assert!(!front.contains("SECURITY DEFINER"));
+        assert!(d
+            .create_trigger()
+            .ends_with(&format!("EXECUTE FUNCTION {}()", d.trigger_function())));
+        // Both functions are the owner's, neither is PUBLIC's, and both are dropped.
+        let handed = d.hand_over("o");
+        let dropped = d.drop_objects(true);
+        for f in [d.trigger_function(), d.sql_trigger_function()] {
+            assert!(handed.contains(&format!("REVOKE ALL ON FUNCTION {f}() FROM PUBLIC")));
+            assert!(handed.contains(&format!("ALTER FUNCTION {f}() OWNER TO o")));
+            assert!(dropped.contains(&format!("DROP FUNCTION IF EXISTS {f}()")));
+        }
+        // The on-time statement writes nothing unless the window is open, and its parameters
+        // are the window, then the front's columns in order.
+        let sql = d.ingest_on_time_statement();
+        assert!(sql.contains("SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open"));
+        assert_eq!(sql.matches("FROM wm WHERE wm.open").count(), 2);
+        assert_eq!(
+            d.front_columns(),
+            ["store", "order_id", "ordered_at", "amount"]
+        );
+        assert!(sql.contains("SELECT $1::timestamptz, $3, $4 FROM wm"));
+        assert!(sql.contains("($6)::numeric"));
+        assert!(!sql.contains("version"));
+        let mut others = Vec::new();
+        let mut lag = def();
+        lag.watermark_lag = Some(1);
+        others.push(lag);
+        let mut old = def();
+        old.late_deltas = false;
+        others.push(old);
+        for window in [
+            WindowSpec::Session { gap: 60_000_000 },
+            WindowSpec::Hopping {
+                size: 3_600_000_000,
+                slide: 600_000_000,
+                origin: 0,
+            },
+        ] {
+            let mut o = def();
+            o.window = window;
+            others.push(o);
+        }
+        for o in others {
+            assert!(!o.has_front());
+            assert_eq!(o.sql_trigger_function(), o.trigger_function());
+            assert!(o.create_front_function().is_none());
+        }
+        d.event_id = None;
+        assert!(!d.ingest_on_time_statement().contains("fresh"));
     }
 
     #[test]
@@ -597,7 +661,8 @@ mod tests {
         // Without event ids there is no ledger to hand over.
         d.event_id = None;
         assert!(!d.hand_over(owner).iter().any(|s| s.contains("p7_ids")));
-        assert_eq!(d.hand_over(owner).len(), 6);
+        // Four tables, and two functions (the front and the PL/pgSQL function behind it).
+        assert_eq!(d.hand_over(owner).len(), 8);
     }
 
     #[test]
@@ -616,6 +681,15 @@ mod tests {
         let mut sections: Vec<(&str, Vec<String>)> = vec![
             ("tables", d.create_tables()),
             ("trigger function", vec![d.create_trigger_function()]),
+            ("front", d.create_front_function().into_iter().collect()),
+            (
+                "one on-time row",
+                if d.has_front() {
+                    vec![d.ingest_on_time_statement()]
+                } else {
+                    vec![]
+                },
+            ),
             ("trigger", vec![d.create_trigger()]),
             ("views", d.create_views()),
             ("hand over", d.hand_over("\"app owner\"")),
@@ -624,7 +698,7 @@ mod tests {
         sections.push(("purge", vec![d.purge_statement()]));
         sections.push(("drop", d.drop_objects(true)));
         let mut out = String::new();
-        for (what, stmts) in sections {
+        for (what, stmts) in sections.into_iter().filter(|s| !s.1.is_empty()) {
             out += &format!("-- {what}\n");
             for s in stmts {
                 out += &s;

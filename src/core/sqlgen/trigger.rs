@@ -2,7 +2,116 @@
 
 use super::*;
 
+/// The C symbol of the trigger front (`api::front`), in this extension's library.
+pub const FRONT_SYMBOL: &str = "eventtime_ingest_front";
+
 impl PipelineDef {
+    /// Whether the pipeline's trigger is a front in Rust (`api::front`) before the PL/pgSQL
+    /// function: for kinds that give a row one fixed window (tumbling, and calendar days in UTC,
+    /// which are stored as tumbling), with no watermark lag, in the layout with late deltas. The
+    /// front writes a statement's one on-time row with [`Self::ingest_on_time_statement`] and
+    /// hands every other statement, and every other row, to the PL/pgSQL function, unchanged.
+    pub fn has_front(&self) -> bool {
+        matches!(self.window, WindowSpec::Tumbling { .. })
+            && self.watermark_lag.is_none()
+            && self.uses_late_deltas()
+    }
+
+    /// The PL/pgSQL trigger function: the trigger's own function, or, behind a front, the
+    /// function the front hands statements to.
+    pub fn sql_trigger_function(&self) -> String {
+        if self.has_front() {
+            format!(
+                "{}.{}",
+                INTERNAL_SCHEMA,
+                quote_ident(&format!("p{}_ingest_sql", self.id))
+            )
+        } else {
+            self.trigger_function()
+        }
+    }
+
+    /// The trigger's function when the pipeline has a front: a C function of this extension's
+    /// library. Created by the catalog owner (only a superuser creates C functions), then
+    /// handed to the pipeline's owner like the PL/pgSQL function, and not executable by
+    /// `PUBLIC`. It is not `SECURITY DEFINER`: the front switches to the owner itself, in a
+    /// security-restricted operation, for the one statement it runs.
+    pub fn create_front_function(&self) -> Option<String> {
+        self.has_front().then(|| {
+            format!(
+                "CREATE FUNCTION {}() RETURNS trigger LANGUAGE c AS '$libdir/pg_eventtime', '{FRONT_SYMBOL}'",
+                self.trigger_function()
+            )
+        })
+    }
+
+    /// The source columns the front passes to [`Self::ingest_on_time_statement`] as `$3`,
+    /// `$4`, ..., in this order, after the window's start (`$1`) and end (`$2`).
+    pub fn front_columns(&self) -> Vec<&str> {
+        self.one_row_columns()
+    }
+
+    /// The statement the front runs for a statement's one row whose window the front computed
+    /// (`$1`, `$2`) and whose columns it read from the transition table (see
+    /// [`Self::front_columns`]). It writes only when the window is open against the watermark it
+    /// reads: the ledger entry, then, when the id is new, the row's partials appended to the
+    /// state. It returns whether the window was open and whether the row was appended; when it
+    /// was not open, it wrote nothing and the front hands the statement to the PL/pgSQL function.
+    /// The front runs it only for a row with an event time and, with an event id, an id.
+    ///
+    /// Its plan locks the state `ROW EXCLUSIVE` before the statement's snapshot, as the ingest
+    /// statements' plans do, so the watermark it reads is the latest until the transaction ends.
+    pub fn ingest_on_time_statement(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let param = |name: &str| {
+            let i = self
+                .front_columns()
+                .iter()
+                .position(|c| *c == name)
+                .expect("column passed by the front");
+            format!("${}", i + 3)
+        };
+        let vk = prefix(&self.keys.iter().map(|c| param(&c.name)).collect::<Vec<_>>());
+        let mut sql = format!(
+            "WITH /* pg_eventtime ingest, one on-time row */ wm AS MATERIALIZED (\n\
+               SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open\n\
+               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id}\n\
+             ),\n",
+            id = self.id,
+        );
+        let kept = match &self.event_id {
+            Some(eid) => {
+                sql += &format!(
+                    "fresh AS (\n\
+                       INSERT INTO {ids} (window_start, {k}event_id)\n\
+                       SELECT $1::timestamptz, {vk}{v} FROM wm WHERE wm.open\n\
+                       ON CONFLICT DO NOTHING\n\
+                       RETURNING 1\n\
+                     ),\n",
+                    ids = self.table("ids"),
+                    v = param(&eid.name),
+                );
+                " AND EXISTS (SELECT FROM fresh)"
+            }
+            None => "",
+        };
+        let appended = self.state_append(&format!(
+            "SELECT {vk}$1::timestamptz, $2::timestamptz, 1{partials}\n\
+             FROM wm WHERE wm.open{kept}\n\
+             RETURNING 1",
+            partials = self
+                .one_row_partials(|c| param(c))
+                .iter()
+                .map(|p| format!(", {p}"))
+                .collect::<String>(),
+        ));
+        sql += &format!(
+            "appended AS (\n{appended}\n)\n\
+             SELECT wm.open, EXISTS (SELECT FROM appended) FROM wm"
+        );
+        sql
+    }
+
     /// The PL/pgSQL of the single-row path, after the row's columns are in their variables:
     /// [`Self::ingest_one_statement`], then the counts, and the late version or the refused row
     /// when the landing asks for one.
@@ -226,7 +335,7 @@ impl PipelineDef {
              {after}\
              RETURN NULL;\n\
              END {FN_LABEL}\n$eventtime$",
-            f = self.trigger_function(),
+            f = self.sql_trigger_function(),
             branches = self.branches(),
             session_locks = if self.window.is_session() { self.session_locks() } else { String::new() },
             // The session statement looks each key's live sessions up by index and its state

@@ -272,6 +272,10 @@ CREATE TABLE regress_evil.orders (order_id bigint, store text, amount integer, o
 SELECT regexp_replace(pg_temp.try(format('CREATE TRIGGER steal AFTER INSERT ON regress_evil.orders '
     'REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION %s()', :'orders_trigger_function')),
     'p[0-9]+_', 'p<id>_', 'g') AS try;
+-- Nor can the PL/pgSQL function behind the trigger's front.
+SELECT regexp_replace(pg_temp.try(format('CREATE TRIGGER steal AFTER INSERT ON regress_evil.orders '
+    'REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION %s_sql()', :'orders_trigger_function')),
+    'p[0-9]+_', 'p<id>_', 'g') AS try;
 SET ROLE regress_et_analyst;
 SELECT count(*) AS catalog_rows FROM _eventtime.pipeline;
 SELECT pg_temp.try(format('SELECT _eventtime.advance_by_watermark_lag(%s, %L, 0)', :orders_id, 'infinity'));
@@ -519,9 +523,14 @@ FROM _eventtime.pipeline p
 JOIN pg_class c ON c.relnamespace = '_eventtime'::regnamespace AND c.relname ~ ('^p' || p.id || '_')
 WHERE p.name LIKE 'rl\_%' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
 ORDER BY pipeline, relation;
-SELECT p.name AS pipeline, regexp_replace(f.proname, '^p[0-9]+_', 'p<id>_') AS function, pg_get_userbyid(f.proowner) AS owner
+-- The trigger's function of a tumbling pipeline is the front, in C, which switches to the owner
+-- itself; the PL/pgSQL function behind it, and the trigger function of the other kinds, are
+-- SECURITY DEFINER. None is PUBLIC's.
+SELECT p.name AS pipeline, regexp_replace(f.proname, '^p[0-9]+_', 'p<id>_') AS function, pg_get_userbyid(f.proowner) AS owner,
+       l.lanname AS language, f.prosecdef AS security_definer, has_function_privilege('public', f.oid, 'EXECUTE') AS public_executes
 FROM _eventtime.pipeline p
 JOIN pg_proc f ON f.pronamespace = '_eventtime'::regnamespace AND f.proname ~ ('^p' || p.id || '_')
+JOIN pg_language l ON l.oid = f.prolang
 WHERE p.name LIKE 'rl\_%'
 ORDER BY pipeline, function;
 SELECT p.name AS pipeline, t.tgrelid::regclass AS on_table, pg_get_userbyid(c.relowner) AS table_owner,

@@ -1,0 +1,413 @@
+//! The front of a pipeline's trigger: the trigger's own function, in Rust, for pipelines whose
+//! rows have one fixed window (`PipelineDef::has_front`).
+//!
+//! A single-row `INSERT` is the statement an application runs most, and the PL/pgSQL trigger
+//! function spends most of its time on it before writing anything: the PL/pgSQL call, a first
+//! query for the transition table's size and first row, and a plan of many nodes to start. The
+//! front reads the transition table directly (its size and its one row), computes the row's
+//! window with the same code as `_eventtime.tumble_start`, and runs one short statement with the
+//! row's columns as parameters, from a plan kept for the backend's life
+//! (`PipelineDef::ingest_on_time_statement`): the ledger entry and the appended partials, when
+//! the window is open against the watermark the statement reads.
+//!
+//! Everything else goes to the pipeline's PL/pgSQL function (`p<id>_ingest_sql`), called with the
+//! trigger's own call data, as the trigger would have called it: statements of several rows,
+//! isolation levels other than READ COMMITTED, a row without an event time or event id, a row
+//! whose window is not open. Nothing is written before the hand-over, so the PL/pgSQL function
+//! sees the statement as the trigger gave it.
+//!
+//! Who runs what (see `pg::security`): the front runs its statement as the pipeline's owner,
+//! inside a security-restricted operation with `search_path` pinned, exactly as the `SECURITY
+//! DEFINER` function and its `_eventtime.restrict()` run theirs. The plans are prepared as the
+//! owner too, with the same pinned path.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::rc::Rc;
+
+use pgrx::prelude::*;
+
+use crate::core::sqlgen::COLLECT_COUNTS;
+use crate::core::window::WindowSpec;
+use crate::pg::catalog;
+use crate::pg::error::EtError;
+use crate::pg::security::{as_catalog_owner, as_owner};
+
+/// What the front of one pipeline keeps for the backend's life.
+struct Front {
+    pipeline: i32,
+    /// The source table, whose rows the transition table holds.
+    source: pg_sys::Oid,
+    owner: pg_sys::Oid,
+    /// The PL/pgSQL function behind the front.
+    fallback: pg_sys::Oid,
+    size: i64,
+    origin: i64,
+    /// Attribute number and type of each of `PipelineDef::front_columns`, in order.
+    columns: Vec<(i16, pg_sys::Oid)>,
+    /// Indexes into `columns`.
+    event_time: usize,
+    event_id: Option<usize>,
+    /// `ingest_on_time_statement`, and the insert into `duplicate_counts`.
+    on_time: pg_sys::SPIPlanPtr,
+    duplicates: pg_sys::SPIPlanPtr,
+}
+
+thread_local! {
+    /// Fronts by the oid of their trigger function.
+    static FRONTS: RefCell<HashMap<pg_sys::Oid, Rc<Front>>> = RefCell::new(HashMap::new());
+}
+
+/// What a statement's single row did when the front wrote it.
+enum Wrote {
+    Accepted,
+    Duplicate,
+}
+
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_eventtime_ingest_front() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The trigger function of a pipeline with a front (`PipelineDef::create_front_function`).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager, as an `AFTER INSERT ... FOR EACH STATEMENT` trigger.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn eventtime_ingest_front(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo is the function manager's call data; its context, when a TriggerData node,
+    // is the trigger's.
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
+            EtError::WrongContext {
+                message: "a pipeline's trigger function can only be called as a trigger".into(),
+            }
+            .raise()
+        }
+        let trigdata = context as *mut pg_sys::TriggerData;
+        let front = front_of((*(*fcinfo).flinfo).fn_oid, trigdata);
+        if let Some(wrote) = write_one_row(&front, trigdata) {
+            let (accepted, duplicates) = match wrote {
+                Wrote::Accepted => (1, 0),
+                Wrote::Duplicate => (0, 1),
+            };
+            if duplicates > 0 {
+                as_owner(front.owner, || run_plan(front.duplicates, &[], &[]));
+            }
+            if collects_counts() {
+                super::ingest::note_statement_counts(front.pipeline, accepted, 0, 0, duplicates);
+            }
+            // An AFTER trigger's result is ignored; as PL/pgSQL's `RETURN NULL`, a null pointer.
+            return pg_sys::Datum::from(0);
+        }
+        hand_over(front.fallback, fcinfo, trigdata)
+    }
+}
+
+/// Whether `eventtime.ingest` asked the trigger for its counts.
+fn collects_counts() -> bool {
+    let name = std::ffi::CString::new(COLLECT_COUNTS).expect("no NUL in a setting name");
+    // SAFETY: a lookup of a setting by name; NULL when it does not exist.
+    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+    // SAFETY: checked non-NULL; a NUL-terminated string owned by the GUC machinery.
+    !value.is_null() && unsafe { CStr::from_ptr(value) }.to_bytes() == b"on"
+}
+
+/// The pipeline's PL/pgSQL function, called with the trigger's call data: it registers the
+/// transition table itself, and runs as its `SECURITY DEFINER` owner.
+///
+/// # Safety
+/// `fcinfo` and `trigdata` are the trigger call's.
+unsafe fn hand_over(
+    fallback: pg_sys::Oid,
+    fcinfo: pg_sys::FunctionCallInfo,
+    trigdata: *mut pg_sys::TriggerData,
+) -> pg_sys::Datum {
+    // SAFETY: a function manager lookup into a zeroed FmgrInfo, and a call with no arguments
+    // whose context is the trigger's; an error raised by the function is caught at the boundary
+    // and re-raised as a Rust panic.
+    unsafe {
+        let mut flinfo: pg_sys::FmgrInfo = std::mem::zeroed();
+        pg_sys::fmgr_info(fallback, &mut flinfo);
+        let mut call: pg_sys::FunctionCallInfoBaseData = std::mem::zeroed();
+        call.flinfo = &mut flinfo;
+        call.context = trigdata as *mut pg_sys::Node;
+        call.fncollation = (*fcinfo).fncollation;
+        call.nargs = 0;
+        let f = flinfo.fn_addr.expect("a function manager entry point");
+        // Counted in the function statistics (`track_functions`), as the trigger's call is.
+        let mut usage: pg_sys::PgStat_FunctionCallUsage = std::mem::zeroed();
+        pg_sys::pgstat_init_function_usage(&mut call, &mut usage);
+        let result = pg_sys::ffi::pg_guard_ffi_boundary(|| f(&mut call));
+        pg_sys::pgstat_end_function_usage(&mut usage, true);
+        (*fcinfo).isnull = call.isnull;
+        result
+    }
+}
+
+/// The front of the pipeline whose trigger function is `fn_oid`, read once per backend.
+///
+/// # Safety
+/// `trigdata` is the trigger call's.
+unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> Rc<Front> {
+    if let Some(f) = FRONTS.with(|m| m.borrow().get(&fn_oid).cloned()) {
+        return f;
+    }
+    // SAFETY: a catalog lookup; NULL when the function does not exist (it is being called).
+    let name = unsafe { pg_sys::get_func_name(fn_oid) };
+    let id: Option<i32> = (!name.is_null())
+        .then(|| {
+            // SAFETY: checked non-NULL; a palloc'd NUL-terminated name.
+            let n = unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned();
+            n.strip_prefix('p')?.strip_suffix("_ingest")?.parse().ok()
+        })
+        .flatten();
+    let Some(id) = id else {
+        pgrx::error!(
+            "_eventtime: function {} is not a pipeline's trigger function",
+            fn_oid.to_u32()
+        );
+    };
+    let p = catalog::load_by_id(id);
+    let WindowSpec::Tumbling { size, origin } = p.def.window else {
+        pgrx::error!("_eventtime: pipeline {} has no front", p.def.name);
+    };
+    // SAFETY: the trigger's relation, open for the statement.
+    let desc = unsafe { (*(*trigdata).tg_relation).rd_att };
+    let names = p.def.front_columns();
+    let columns: Vec<(i16, pg_sys::Oid)> = names
+        .iter()
+        .map(|n| {
+            // SAFETY: `desc` is a valid tuple descriptor of `natts` attributes.
+            unsafe { attribute(desc, n) }.unwrap_or_else(|| {
+                pgrx::error!(
+                    "_eventtime: pipeline {} reads column {n}, which its source does not have",
+                    p.def.name
+                )
+            })
+        })
+        .collect();
+    let position = |n: &str| names.iter().position(|c| *c == n);
+    let sql_fn = p.def.sql_trigger_function();
+    let fallback = as_catalog_owner(|| {
+        Spi::get_one::<pg_sys::Oid>(&format!(
+            "SELECT '{sql_fn}()'::pg_catalog.regprocedure::pg_catalog.oid"
+        ))
+        .expect("function lookup")
+        .expect("the PL/pgSQL function exists beside the front")
+    });
+    let mut types: Vec<pg_sys::Oid> = vec![pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID];
+    types.extend(columns.iter().map(|c| c.1));
+    let on_time_sql = p.def.ingest_on_time_statement();
+    let duplicates_sql = format!(
+        "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, 1)",
+        p.id
+    );
+    let (on_time, duplicates) = as_owner(p.owner, || {
+        (
+            keep_plan(&on_time_sql, &types),
+            keep_plan(&duplicates_sql, &[]),
+        )
+    });
+    let front = Rc::new(Front {
+        pipeline: p.id,
+        source: p.source_oid,
+        owner: p.owner,
+        fallback,
+        size,
+        origin,
+        event_time: position(&p.def.event_time).expect("the event time is a front column"),
+        event_id: p
+            .def
+            .event_id
+            .as_ref()
+            .map(|c| position(&c.name).expect("the event id is a front column")),
+        columns,
+        on_time,
+        duplicates,
+    });
+    FRONTS.with(|m| m.borrow_mut().insert(fn_oid, front.clone()));
+    front
+}
+
+/// The attribute number and type of column `name` of `desc`.
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor.
+unsafe fn attribute(desc: pg_sys::TupleDesc, name: &str) -> Option<(i16, pg_sys::Oid)> {
+    // SAFETY: indexes within `natts`; attribute names are NUL-terminated.
+    unsafe {
+        let desc = pgrx::PgTupleDesc::from_pg_unchecked(desc);
+        desc.iter()
+            .find(|a| !a.is_dropped() && a.name() == name)
+            .map(|a| (a.attnum, a.type_oid().value()))
+    }
+}
+
+/// A plan of `sql` with parameters of `types`, generic (the statements have no choice a
+/// parameter's value could improve), kept for the backend's life.
+fn keep_plan(sql: &str, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
+    let sql = std::ffi::CString::new(sql).expect("no NUL in generated SQL");
+    let mut types = types.to_vec();
+    // SAFETY: prepares and keeps a plan inside an SPI connection of its own; errors are raised
+    // as panics by the guarded calls and end the transaction, whose abort closes the connection.
+    unsafe {
+        pg_sys::SPI_connect();
+        let plan = pg_sys::SPI_prepare_cursor(
+            sql.as_ptr(),
+            types.len() as i32,
+            types.as_mut_ptr(),
+            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+        );
+        if plan.is_null() || pg_sys::SPI_keepplan(plan) != 0 {
+            pgrx::error!("_eventtime: could not prepare a pipeline statement");
+        }
+        pg_sys::SPI_finish();
+        plan
+    }
+}
+
+/// Runs a kept plan in an SPI connection of its own; the first row's first two columns as
+/// booleans, when it returns rows.
+fn run_plan(
+    plan: pg_sys::SPIPlanPtr,
+    values: &[pg_sys::Datum],
+    nulls: &[u8],
+) -> Option<(bool, bool)> {
+    let mut values = values.to_vec();
+    let mut nulls: Vec<std::ffi::c_char> = nulls.iter().map(|&b| b as std::ffi::c_char).collect();
+    nulls.push(0);
+    // SAFETY: the plan was kept by `keep_plan` with as many parameters as values; the result is
+    // read before the connection closes.
+    unsafe {
+        pg_sys::SPI_connect();
+        let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0);
+        if rc < 0 {
+            pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
+        }
+        let mut out = None;
+        let table = pg_sys::SPI_tuptable;
+        if !table.is_null() && pg_sys::SPI_processed > 0 {
+            let tuple = *(*table).vals;
+            let mut null = false;
+            let a = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 1, &mut null);
+            let a = !null && a.value() != 0;
+            let b = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 2, &mut null);
+            let b = !null && b.value() != 0;
+            out = Some((a, b));
+        }
+        pg_sys::SPI_finish();
+        out
+    }
+}
+
+/// Writes the statement's row when the statement has exactly one, under READ COMMITTED, with
+/// an event time (and an id, with an event id) whose window is open; `None` when the statement
+/// goes to the PL/pgSQL function, having written nothing.
+///
+/// # Safety
+/// `trigdata` is the trigger call's.
+unsafe fn write_one_row(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Option<Wrote> {
+    // SAFETY: reads of the trigger's call data and of a backend global.
+    let (table, relation) = unsafe {
+        if pg_sys::XactIsoLevel != pg_sys::XACT_READ_COMMITTED as i32 {
+            return None;
+        }
+        ((*trigdata).tg_newtable, (*trigdata).tg_relation)
+    };
+    // SAFETY: the relation is open for the statement.
+    if table.is_null() || unsafe { (*relation).rd_id } != front.source {
+        return None;
+    }
+    // SAFETY: the transition table of the statement, read through a read pointer of its own, as a
+    // scan of it in a query does (and as every such scan, it selects its own pointer to read).
+    unsafe {
+        if pg_sys::tuplestore_tuple_count(table) != 1 {
+            return None;
+        }
+        let desc = (*relation).rd_att;
+        let slot = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsMinimalTuple);
+        let pointer = pg_sys::tuplestore_alloc_read_pointer(table, pg_sys::EXEC_FLAG_REWIND as i32);
+        pg_sys::tuplestore_select_read_pointer(table, pointer);
+        pg_sys::tuplestore_rescan(table);
+        let got = pg_sys::tuplestore_gettupleslot(table, true, false, slot);
+        pg_sys::tuplestore_select_read_pointer(table, 0);
+        let result = if got {
+            write_row(front, desc, slot)
+        } else {
+            None
+        };
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        result
+    }
+}
+
+/// [`write_one_row`] once the row is in `slot`.
+///
+/// # Safety
+/// `slot` holds a tuple of `desc`.
+unsafe fn write_row(
+    front: &Front,
+    desc: pg_sys::TupleDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> Option<Wrote> {
+    let last = front.columns.iter().map(|c| c.0).max().unwrap_or(1);
+    // SAFETY: deforms the slot's tuple up to the last column read; the values stay valid while
+    // the slot holds the tuple.
+    let (values, nulls) = unsafe {
+        if (*slot).tts_nvalid < last {
+            pg_sys::slot_getsomeattrs_int(slot, last as i32);
+        }
+        let natts = (*desc).natts as usize;
+        let values = std::slice::from_raw_parts((*slot).tts_values, natts);
+        let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
+        (values, nulls)
+    };
+    let mut params: Vec<pg_sys::Datum> = Vec::with_capacity(front.columns.len() + 2);
+    let mut param_nulls: Vec<u8> = Vec::with_capacity(front.columns.len() + 2);
+    for (i, (attnum, type_oid)) in front.columns.iter().enumerate() {
+        let at = (*attnum - 1) as usize;
+        // SAFETY: `at` is within the descriptor's attributes.
+        let current = unsafe { pgrx::PgTupleDesc::from_pg_unchecked(desc) }
+            .get(at)
+            .map(|a| a.type_oid().value());
+        if current != Some(*type_oid) {
+            return None;
+        }
+        if nulls[at] && (i == front.event_time || Some(i) == front.event_id) {
+            return None;
+        }
+        params.push(values[at]);
+        param_nulls.push(if nulls[at] { b'n' } else { b' ' });
+    }
+    let micros = params[front.event_time].value() as i64;
+    let window = WindowSpec::tumbling_window(front.size, front.origin, micros).ok()?;
+    params.splice(
+        0..0,
+        [
+            pg_sys::Datum::from(window.start),
+            pg_sys::Datum::from(window.end),
+        ],
+    );
+    param_nulls.splice(0..0, [b' ', b' ']);
+    let (open, appended) = as_owner(front.owner, || {
+        run_plan(front.on_time, &params, &param_nulls)
+    })?;
+    if !open {
+        return None;
+    }
+    Some(if appended {
+        Wrote::Accepted
+    } else {
+        Wrote::Duplicate
+    })
+}
