@@ -305,6 +305,62 @@ mod tests {
         );
     }
 
+    /// Local days in Berlin across the change to summer time: the front's windows, row by row,
+    /// are the PL/pgSQL function's, from one statement of the same rows.
+    #[pg_test]
+    fn the_front_computes_calendar_days_as_the_sql_assignment_does() {
+        Spi::run("SET LOCAL track_functions = 'pl'").unwrap();
+        let rows = [
+            "(1, 10, '2026-03-28 22:59:59+00')",
+            "(2, 20, '2026-03-28 23:00:00+00')",
+            "(3, 30, '2026-03-29 21:59:59+00')",
+            "(4, 40, '2026-03-29 22:00:00+00')",
+            "(5, 50, '2026-10-24 22:30:00+00')",
+            "(6, 60, '2026-10-25 22:59:59+00')",
+        ];
+        for t in ["live", "backfill"] {
+            Spi::run(&format!("CREATE TABLE {t} (id int, v int, at timestamptz)")).unwrap();
+            Spi::run(&format!(
+                "SELECT eventtime.create_pipeline(name => '{t}', source => '{t}', event_time => 'at', \
+                 event_id => 'id', window_size => '1 day', time_zone => 'Europe/Berlin', \
+                 aggregates => 'count(*) AS n, sum(v) AS total')"
+            ))
+            .unwrap();
+        }
+        for r in rows {
+            Spi::run(&format!("INSERT INTO live VALUES {r}")).unwrap();
+        }
+        Spi::run(&format!("INSERT INTO backfill VALUES {}", rows.join(", "))).unwrap();
+        let windows = |t: &str| {
+            let id = Spi::get_one::<i32>(&format!(
+                "SELECT id FROM _eventtime.pipeline WHERE name = '{t}'"
+            ))
+            .unwrap()
+            .unwrap();
+            let calls = count(&format!(
+                "SELECT coalesce((SELECT calls FROM pg_stat_xact_user_functions \
+                 WHERE funcid = '_eventtime.p{id}_ingest_sql()'::regprocedure), 0)"
+            ));
+            let state = Spi::get_one::<String>(&format!(
+                "SELECT string_agg(concat_ws(' ', window_start AT TIME ZONE 'UTC', window_end AT TIME ZONE 'UTC', n, total), '; ' \
+                 ORDER BY window_start) FROM (SELECT window_start, window_end, sum(_et_n) AS n, sum(_et_a1) AS total \
+                 FROM _eventtime.p{id}_state GROUP BY 1, 2) s"
+            ))
+            .unwrap()
+            .unwrap();
+            (calls, state)
+        };
+        let (live_calls, live) = windows("live");
+        let (backfill_calls, backfill) = windows("backfill");
+        assert_eq!((live_calls, backfill_calls), (0, 1));
+        assert_eq!(live, backfill);
+        assert_eq!(
+            live,
+            "2026-03-27 23:00:00 2026-03-28 23:00:00 1 10; 2026-03-28 23:00:00 2026-03-29 22:00:00 2 50; \
+             2026-03-29 22:00:00 2026-03-30 22:00:00 1 40; 2026-10-24 22:00:00 2026-10-25 23:00:00 2 110"
+        );
+    }
+
     #[pg_test]
     fn drop_pipeline_leaves_the_source_and_its_rows() {
         setup("0", true);

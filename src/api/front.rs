@@ -1,11 +1,11 @@
 //! The front of a pipeline's trigger: the trigger's own function, in Rust, for pipelines whose
-//! rows have one fixed window (`PipelineDef::has_front`).
+//! rows have one window computed from the row alone (`PipelineDef::has_front`).
 //!
 //! A single-row `INSERT` is the statement an application runs most, and the PL/pgSQL trigger
 //! function spends most of its time on it before writing anything: the PL/pgSQL call, a first
 //! query for the transition table's size and first row, and a plan of many nodes to start. The
 //! front reads the transition table directly (its size and its one row), computes the row's
-//! window with the same code as `_eventtime.tumble_start`, and runs one short statement with the
+//! window with the same code as the SQL assignment functions, and runs one short statement with the
 //! row's columns as parameters, from a plan kept for the backend's life
 //! (`PipelineDef::ingest_on_time_statement`): the ledger entry and the appended partials, when
 //! the window is open against the watermark the statement reads.
@@ -29,10 +29,11 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 
 use crate::core::sqlgen::COLLECT_COUNTS;
-use crate::core::window::WindowSpec;
+use crate::core::window::{Window, WindowSpec};
 use crate::pg::catalog;
 use crate::pg::error::EtError;
 use crate::pg::security::{as_catalog_owner, as_owner};
+use crate::pg::zone::PgZone;
 
 /// What the front of one pipeline keeps for the backend's life.
 struct Front {
@@ -42,8 +43,8 @@ struct Front {
     owner: pg_sys::Oid,
     /// The PL/pgSQL function behind the front.
     fallback: pg_sys::Oid,
-    size: i64,
-    origin: i64,
+    /// Tumbling, or calendar periods with a slide of their size: one window per row.
+    window: WindowSpec,
     /// Attribute number and type of each of `PipelineDef::front_columns`, in order.
     columns: Vec<(i16, pg_sys::Oid)>,
     /// Indexes into `columns`.
@@ -178,9 +179,9 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
         );
     };
     let p = catalog::load_by_id(id);
-    let WindowSpec::Tumbling { size, origin } = p.def.window else {
+    if !p.def.has_front() {
         pgrx::error!("_eventtime: pipeline {} has no front", p.def.name);
-    };
+    }
     // SAFETY: the trigger's relation, open for the statement.
     let desc = unsafe { (*(*trigdata).tg_relation).rd_att };
     let names = p.def.front_columns();
@@ -223,8 +224,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
         source: p.source_oid,
         owner: p.owner,
         fallback,
-        size,
-        origin,
+        window: p.def.window.clone(),
         event_time: position(&p.def.event_time).expect("the event time is a front column"),
         event_id: p
             .def
@@ -390,7 +390,7 @@ unsafe fn write_row(
         param_nulls.push(if nulls[at] { b'n' } else { b' ' });
     }
     let micros = params[front.event_time].value() as i64;
-    let window = WindowSpec::tumbling_window(front.size, front.origin, micros).ok()?;
+    let window = window_of(&front.window, micros)?;
     params.splice(
         0..0,
         [
@@ -410,4 +410,35 @@ unsafe fn write_row(
     } else {
         Wrote::Duplicate
     })
+}
+
+/// The one window of a row at `micros`, computed by the code of the SQL assignment functions
+/// (`_eventtime.tumble_start`, `_eventtime.calendar`); `None` when it has none, or, for a
+/// calendar spec, not exactly one.
+fn window_of(spec: &WindowSpec, micros: i64) -> Option<Window> {
+    match spec {
+        WindowSpec::Tumbling { size, origin } => {
+            WindowSpec::tumbling_window(*size, *origin, micros).ok()
+        }
+        WindowSpec::Calendar {
+            size,
+            slide,
+            origin,
+            time_zone,
+        } => {
+            let windows = WindowSpec::calendar_windows(
+                *size,
+                *slide,
+                *origin,
+                &PgZone::new(time_zone),
+                micros,
+            )
+            .ok()?;
+            match windows[..] {
+                [w] => Some(w),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }

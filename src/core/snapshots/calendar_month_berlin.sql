@@ -16,7 +16,7 @@ CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR 
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 
 -- trigger function
-CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+CREATE FUNCTION _eventtime."p7_ingest_sql"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off AS $eventtime$
 #variable_conflict use_column
 <<pg_eventtime>>
@@ -276,6 +276,28 @@ RETURN NULL;
 END pg_eventtime
 $eventtime$;
 
+-- front
+CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE c AS '$libdir/pg_eventtime', 'eventtime_ingest_front';
+
+-- one on-time row
+WITH /* pg_eventtime ingest, one on-time row */ wm AS MATERIALIZED (
+SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open
+FROM _eventtime.pipeline p WHERE p.id = 7
+),
+fresh AS (
+INSERT INTO _eventtime."p7_ids" (window_start, "store", event_id)
+SELECT $1::timestamptz, $3, $4 FROM wm WHERE wm.open
+ON CONFLICT DO NOTHING
+RETURNING 1
+),
+appended AS (
+INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT $3, $1::timestamptz, $2::timestamptz, 1, 1::bigint, ($6)::numeric, CASE WHEN $6 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM wm WHERE wm.open AND EXISTS (SELECT FROM fresh)
+RETURNING 1
+)
+SELECT wm.open, EXISTS (SELECT FROM appended) FROM wm;
+
 -- trigger
 CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION _eventtime."p7_ingest"();
 
@@ -297,6 +319,8 @@ ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
 ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
+REVOKE ALL ON FUNCTION _eventtime."p7_ingest_sql"() FROM PUBLIC;
+ALTER FUNCTION _eventtime."p7_ingest_sql"() OWNER TO "app owner";
 
 -- fire
 WITH f AS MATERIALIZED (
@@ -322,6 +346,7 @@ DROP VIEW IF EXISTS "public"."Orders ""daily""_sealed";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_refused";
 DROP TRIGGER IF EXISTS "eventtime_ingest_p7" ON "public"."orders";
 DROP FUNCTION IF EXISTS _eventtime."p7_ingest"();
+DROP FUNCTION IF EXISTS _eventtime."p7_ingest_sql"();
 DROP TABLE IF EXISTS _eventtime."p7_state";
 DROP TABLE IF EXISTS _eventtime."p7_ids";
 DROP TABLE IF EXISTS _eventtime."p7_history";

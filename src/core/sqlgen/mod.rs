@@ -528,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn tumbling_pipelines_without_a_lag_have_a_front_and_the_others_do_not() {
+    fn pipelines_of_one_window_per_row_without_a_lag_have_a_front_and_the_others_do_not() {
         let mut d = def();
         assert!(d.has_front());
         assert_eq!(d.sql_trigger_function(), "_eventtime.\"p7_ingest_sql\"");
@@ -569,7 +569,21 @@ mod tests {
         let mut old = def();
         old.late_deltas = false;
         others.push(old);
+        let mut monthly = def();
+        monthly.window = WindowSpec::Calendar {
+            size: Period::Months(1),
+            slide: Period::Months(1),
+            origin: 0,
+            time_zone: "Europe/Berlin".into(),
+        };
+        assert!(monthly.has_front());
         for window in [
+            WindowSpec::Calendar {
+                size: Period::Days(7),
+                slide: Period::Days(1),
+                origin: 0,
+                time_zone: "Europe/Berlin".into(),
+            },
             WindowSpec::Session { gap: 60_000_000 },
             WindowSpec::Hopping {
                 size: 3_600_000_000,

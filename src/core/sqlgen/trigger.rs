@@ -7,12 +7,16 @@ pub const FRONT_SYMBOL: &str = "eventtime_ingest_front";
 
 impl PipelineDef {
     /// Whether the pipeline's trigger is a front in Rust (`api::front`) before the PL/pgSQL
-    /// function: for kinds that give a row one fixed window (tumbling, and calendar days in UTC,
-    /// which are stored as tumbling), with no watermark lag, in the layout with late deltas. The
-    /// front writes a statement's one on-time row with [`Self::ingest_on_time_statement`] and
-    /// hands every other statement, and every other row, to the PL/pgSQL function, unchanged.
+    /// function: for kinds that give a row one window computed from the row alone (tumbling, and
+    /// calendar periods whose slide is their size), with no watermark lag, in the layout with
+    /// late deltas. The front writes a statement's one on-time row with
+    /// [`Self::ingest_on_time_statement`] and hands every other statement, and every other row,
+    /// to the PL/pgSQL function, unchanged.
     pub fn has_front(&self) -> bool {
-        matches!(self.window, WindowSpec::Tumbling { .. })
+        matches!(
+            self.window,
+            WindowSpec::Tumbling { .. } | WindowSpec::Calendar { .. }
+        ) && !self.window.multi()
             && self.watermark_lag.is_none()
             && self.uses_late_deltas()
     }
