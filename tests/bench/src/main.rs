@@ -1692,9 +1692,9 @@ fn run() -> Res<Vec<String>> {
     }
     let mut hot_waits = None;
     if opts.wants('g') {
-        let (row, waits) = writers::workload_g(&mut c, &opts, &s)?;
+        let (row, in_trigger, waits) = writers::workload_g(&mut c, &opts, &s)?;
+        hot_waits = Some((waits, in_trigger, row.without.value()));
         rows.push(row);
-        hot_waits = Some(waits);
     }
     let holds = if opts.wants('h') {
         Some(writers::workload_h(&mut c, &opts)?)
@@ -1814,12 +1814,20 @@ fn run() -> Res<Vec<String>> {
              and after advance_watermark('infinity') so did its `bench_latest` row."
         );
     }
-    if let Some([with, without, floor]) = &hot_waits {
+    if let Some(([with, without, floor, in_trigger], trigger_rate, without_rate)) = &hot_waits {
+        println!(
+            "(g) floor in a trigger (the floor's writes made by an `AFTER INSERT ... FOR EACH STATEMENT` trigger in \
+             PL/pgSQL from its transition table, in one statement: what a trigger that writes with SQL costs at \
+             least, without the pipeline's watermark, window, owner switch or counts): {} rows/s, {:.2}×.",
+            num(trigger_rate.round() as usize),
+            trigger_rate / without_rate.max(1e-9)
+        );
         println!(
             "(g) where the writers' backends were (`pg_stat_activity` every {} ms, all runs; `running`: on the CPU or \
              ready to run; `Client:ClientRead`: waiting for the client; `LWLock:WALWrite`, `IO:WALSync`: the commits' \
              flush; `Lock:extend`: a table or index growing by a page): with the pipeline {with}; without {without}; \
-             floor (the row, its id into a ledger and its partials appended to a state, by hand in one statement) {floor}.",
+             floor (the row, its id into a ledger and its partials appended to a state, by hand in one statement) {floor}; \
+             floor in a trigger {in_trigger}.",
             writers::SAMPLE_EVERY.as_millis()
         );
     }
