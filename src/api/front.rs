@@ -8,7 +8,9 @@
 //! window with the same code as the SQL assignment functions, and runs one short statement with the
 //! row's columns as parameters, from a plan kept for the backend's life
 //! (`PipelineDef::ingest_on_time_statement`): the ledger entry and the appended partials, when
-//! the window is open against the watermark the statement reads.
+//! the window is open against the watermark the statement reads. When it wrote nothing, a second
+//! kept statement (`PipelineDef::front_window_open_statement`) tells a duplicate (the window was
+//! open) from a window the watermark closed.
 //!
 //! Everything else goes to the pipeline's PL/pgSQL function (`p<id>_ingest_sql`), called with the
 //! trigger's own call data, as the trigger would have called it: statements of several rows,
@@ -50,8 +52,10 @@ struct Front {
     /// Indexes into `columns`.
     event_time: usize,
     event_id: Option<usize>,
-    /// `ingest_on_time_statement`, and the insert into `duplicate_counts`.
+    /// `ingest_on_time_statement`, `front_window_open_statement`, and the insert into
+    /// `duplicate_counts`.
     on_time: pg_sys::SPIPlanPtr,
+    window_open: pg_sys::SPIPlanPtr,
     duplicates: pg_sys::SPIPlanPtr,
 }
 
@@ -209,13 +213,15 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
     let mut types: Vec<pg_sys::Oid> = vec![pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID];
     types.extend(columns.iter().map(|c| c.1));
     let on_time_sql = p.def.ingest_on_time_statement();
+    let window_open_sql = p.def.front_window_open_statement();
     let duplicates_sql = format!(
         "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, 1)",
         p.id
     );
-    let (on_time, duplicates) = as_owner(p.owner, || {
+    let (on_time, window_open, duplicates) = as_owner(p.owner, || {
         (
             keep_plan(&on_time_sql, &types),
+            keep_plan(&window_open_sql, &[pg_sys::TIMESTAMPTZOID]),
             keep_plan(&duplicates_sql, &[]),
         )
     });
@@ -233,6 +239,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             .map(|c| position(&c.name).expect("the event id is a front column")),
         columns,
         on_time,
+        window_open,
         duplicates,
     });
     FRONTS.with(|m| m.borrow_mut().insert(fn_oid, front.clone()));
@@ -276,13 +283,14 @@ fn keep_plan(sql: &str, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
     }
 }
 
-/// Runs a kept plan in an SPI connection of its own; the first row's first two columns as
-/// booleans, when it returns rows.
+/// Runs a kept plan in an SPI connection of its own: the number of rows it processed (inserted,
+/// for an `INSERT` without `RETURNING`), and the first row's first column as a boolean, when it
+/// returns rows.
 fn run_plan(
     plan: pg_sys::SPIPlanPtr,
     values: &[pg_sys::Datum],
     nulls: &[u8],
-) -> Option<(bool, bool)> {
+) -> (u64, Option<bool>) {
     let mut values = values.to_vec();
     let mut nulls: Vec<std::ffi::c_char> = nulls.iter().map(|&b| b as std::ffi::c_char).collect();
     nulls.push(0);
@@ -294,19 +302,16 @@ fn run_plan(
         if rc < 0 {
             pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
         }
-        let mut out = None;
+        let processed = pg_sys::SPI_processed;
+        let mut first = None;
         let table = pg_sys::SPI_tuptable;
-        if !table.is_null() && pg_sys::SPI_processed > 0 {
-            let tuple = *(*table).vals;
+        if !table.is_null() && processed > 0 {
             let mut null = false;
-            let a = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 1, &mut null);
-            let a = !null && a.value() != 0;
-            let b = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 2, &mut null);
-            let b = !null && b.value() != 0;
-            out = Some((a, b));
+            let a = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
+            first = Some(!null && a.value() != 0);
         }
         pg_sys::SPI_finish();
-        out
+        (processed, first)
     }
 }
 
@@ -399,16 +404,14 @@ unsafe fn write_row(
         ],
     );
     param_nulls.splice(0..0, [b' ', b' ']);
-    let (open, appended) = as_owner(front.owner, || {
-        run_plan(front.on_time, &params, &param_nulls)
-    })?;
-    if !open {
-        return None;
-    }
-    Some(if appended {
-        Wrote::Accepted
-    } else {
-        Wrote::Duplicate
+    as_owner(front.owner, || {
+        if run_plan(front.on_time, &params, &param_nulls).0 > 0 {
+            return Some(Wrote::Accepted);
+        }
+        // Nothing written: the id was in the ledger, or the watermark closed the window (then
+        // the PL/pgSQL function takes the statement).
+        let (_, open) = run_plan(front.window_open, &params[1..2], b" ");
+        (open == Some(true) && front.event_id.is_some()).then_some(Wrote::Duplicate)
     })
 }
 

@@ -280,23 +280,19 @@ $eventtime$;
 CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE c AS '$libdir/pg_eventtime', 'eventtime_ingest_front';
 
 -- one on-time row
-WITH /* pg_eventtime ingest, one on-time row */ wm AS MATERIALIZED (
-SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open
-FROM _eventtime.pipeline p WHERE p.id = 7
-),
-fresh AS (
+WITH /* pg_eventtime ingest, one on-time row */ fresh AS (
 INSERT INTO _eventtime."p7_ids" (window_start, "store", event_id)
-SELECT $1::timestamptz, $3, $4 FROM wm WHERE wm.open
+SELECT $1::timestamptz, $3, $4
+FROM _eventtime.pipeline p
+WHERE p.id = 7 AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)
 ON CONFLICT DO NOTHING
 RETURNING 1
-),
-appended AS (
+)
 INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
 SELECT $3, $1::timestamptz, $2::timestamptz, 1, 1::bigint, ($6)::numeric, CASE WHEN $6 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM wm WHERE wm.open AND EXISTS (SELECT FROM fresh)
-RETURNING 1
-)
-SELECT wm.open, EXISTS (SELECT FROM appended) FROM wm;
+FROM fresh;
+SELECT /* pg_eventtime ingest, one row's window */ p.watermark IS NULL OR $1::timestamptz > p.watermark
+FROM _eventtime.pipeline p WHERE p.id = 7;
 
 -- trigger
 CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION _eventtime."p7_ingest"();

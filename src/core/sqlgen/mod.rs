@@ -550,18 +550,33 @@ mod tests {
             assert!(handed.contains(&format!("ALTER FUNCTION {f}() OWNER TO o")));
             assert!(dropped.contains(&format!("DROP FUNCTION IF EXISTS {f}()")));
         }
-        // The on-time statement writes nothing unless the window is open, and its parameters
-        // are the window, then the front's columns in order.
+        // The on-time statement writes nothing unless the window is open: the ledger's row comes
+        // from the pipeline's row with that condition, and the state's from the ledger's. Its
+        // parameters are the window, then the front's columns in order.
         let sql = d.ingest_on_time_statement();
-        assert!(sql.contains("SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open"));
-        assert_eq!(sql.matches("FROM wm WHERE wm.open").count(), 2);
+        let open = "WHERE p.id = 7 AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)";
+        assert_eq!(sql.matches(open).count(), 1);
+        assert!(sql.contains(&format!("SELECT $1::timestamptz, $3, $4\nFROM _eventtime.pipeline p\n{open}\nON CONFLICT DO NOTHING")));
+        assert!(sql.ends_with("\nFROM fresh"));
         assert_eq!(
             d.front_columns(),
             ["store", "order_id", "ordered_at", "amount"]
         );
-        assert!(sql.contains("SELECT $1::timestamptz, $3, $4 FROM wm"));
         assert!(sql.contains("($6)::numeric"));
         assert!(!sql.contains("version"));
+        // The front counts the state rows inserted: only the ledger's insert returns rows.
+        assert_eq!(sql.matches("RETURNING").count(), 1);
+        // Without an event id, the state's row comes from the pipeline's row itself.
+        let mut no_ids = def();
+        no_ids.event_id = None;
+        let sql = no_ids.ingest_on_time_statement();
+        assert!(!sql.contains("_ids"));
+        assert!(sql.trim_end().ends_with(open));
+        // When it inserted nothing, the second statement reads the watermark against the
+        // window's end.
+        assert!(d
+            .front_window_open_statement()
+            .contains("p.watermark IS NULL OR $1::timestamptz > p.watermark\nFROM _eventtime.pipeline p WHERE p.id = 7"));
         let mut others = Vec::new();
         let mut lag = def();
         lag.watermark_lag = Some(1);
@@ -699,7 +714,10 @@ mod tests {
             (
                 "one on-time row",
                 if d.has_front() {
-                    vec![d.ingest_on_time_statement()]
+                    vec![
+                        d.ingest_on_time_statement(),
+                        d.front_window_open_statement(),
+                    ]
                 } else {
                     vec![]
                 },

@@ -59,14 +59,16 @@ impl PipelineDef {
     /// (`$1`, `$2`) and whose columns it read from the transition table (see
     /// [`Self::front_columns`]). It writes only when the window is open against the watermark it
     /// reads: the ledger entry, then, when the id is new, the row's partials appended to the
-    /// state. It returns whether the window was open and whether the row was appended; when it
-    /// was not open, it wrote nothing and the front hands the statement to the PL/pgSQL function.
-    /// The front runs it only for a row with an event time and, with an event id, an id.
+    /// state. The number of rows it inserts into the state (1 or 0) is what it tells the front;
+    /// when it inserted none, the front asks [`Self::front_window_open_statement`] why. The
+    /// front runs it only for a row with an event time and, with an event id, an id.
     ///
     /// Its plan locks the state `ROW EXCLUSIVE` before the statement's snapshot, as the ingest
     /// statements' plans do, so the watermark it reads is the latest until the transaction ends.
+    /// It is one `INSERT` (with the ledger's in a `WITH` before it) and no other node than the
+    /// watermark's index scan: the shortest plan to start for the statement an application runs
+    /// most.
     pub fn ingest_on_time_statement(&self) -> String {
-        let k = prefix(&self.key_names(None));
         let param = |name: &str| {
             let i = self
                 .front_columns()
@@ -76,44 +78,52 @@ impl PipelineDef {
             format!("${}", i + 3)
         };
         let vk = prefix(&self.keys.iter().map(|c| param(&c.name)).collect::<Vec<_>>());
-        let mut sql = format!(
-            "WITH /* pg_eventtime ingest, one on-time row */ wm AS MATERIALIZED (\n\
-               SELECT p.watermark IS NULL OR $2::timestamptz > p.watermark AS open\n\
-               FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id}\n\
-             ),\n",
+        let open = format!(
+            "FROM {INTERNAL_SCHEMA}.pipeline p\n\
+             WHERE p.id = {id} AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)",
             id = self.id,
         );
-        let kept = match &self.event_id {
+        let partials = self
+            .one_row_partials(|c| param(c))
+            .iter()
+            .map(|p| format!(", {p}"))
+            .collect::<String>();
+        let row = format!("SELECT {vk}$1::timestamptz, $2::timestamptz, 1{partials}");
+        match &self.event_id {
             Some(eid) => {
-                sql += &format!(
-                    "fresh AS (\n\
+                let k = prefix(&self.key_names(None));
+                format!(
+                    "WITH /* pg_eventtime ingest, one on-time row */ fresh AS (\n\
                        INSERT INTO {ids} (window_start, {k}event_id)\n\
-                       SELECT $1::timestamptz, {vk}{v} FROM wm WHERE wm.open\n\
+                       SELECT $1::timestamptz, {vk}{v}\n\
+                       {open}\n\
                        ON CONFLICT DO NOTHING\n\
                        RETURNING 1\n\
-                     ),\n",
+                     )\n\
+                     {append}",
                     ids = self.table("ids"),
                     v = param(&eid.name),
-                );
-                " AND EXISTS (SELECT FROM fresh)"
+                    append = self.state_append(&format!("{row}\nFROM fresh")),
+                )
             }
-            None => "",
-        };
-        let appended = self.state_append(&format!(
-            "SELECT {vk}$1::timestamptz, $2::timestamptz, 1{partials}\n\
-             FROM wm WHERE wm.open{kept}\n\
-             RETURNING 1",
-            partials = self
-                .one_row_partials(|c| param(c))
-                .iter()
-                .map(|p| format!(", {p}"))
-                .collect::<String>(),
-        ));
-        sql += &format!(
-            "appended AS (\n{appended}\n)\n\
-             SELECT wm.open, EXISTS (SELECT FROM appended) FROM wm"
-        );
-        sql
+            None => format!(
+                "/* pg_eventtime ingest, one on-time row */\n{}",
+                self.state_append(&format!("{row}\n{open}"))
+            ),
+        }
+    }
+
+    /// Whether the window ending at `$1` is open against the pipeline's watermark: what the front
+    /// asks when [`Self::ingest_on_time_statement`] inserted nothing. The answer is the one that
+    /// statement read: its lock on the state keeps an advance of the watermark from committing
+    /// until the transaction ends. Open, the row's id was in the ledger (a duplicate); closed, the
+    /// statement goes to the PL/pgSQL function.
+    pub fn front_window_open_statement(&self) -> String {
+        format!(
+            "SELECT /* pg_eventtime ingest, one row's window */ p.watermark IS NULL OR $1::timestamptz > p.watermark\n\
+             FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id}",
+            id = self.id,
+        )
     }
 
     /// The PL/pgSQL of the single-row path, after the row's columns are in their variables:
