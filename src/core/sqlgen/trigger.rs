@@ -5,6 +5,12 @@ use super::*;
 /// The C symbol of the trigger front (`api::front`), in this extension's library.
 pub const FRONT_SYMBOL: &str = "eventtime_ingest_front";
 
+/// Whether the window ending at parameter `end` is open against the watermark of the pipeline's
+/// catalog row `p`: the condition of both statements of the front.
+fn front_window_open(end: &str) -> String {
+    format!("p.watermark IS NULL OR {end}::timestamptz > p.watermark")
+}
+
 impl PipelineDef {
     /// Whether the pipeline's trigger is a front in Rust (`api::front`) before the PL/pgSQL
     /// function: for kinds that give a row one window computed from the row alone (tumbling, and
@@ -80,8 +86,9 @@ impl PipelineDef {
         let vk = prefix(&self.keys.iter().map(|c| param(&c.name)).collect::<Vec<_>>());
         let open = format!(
             "FROM {INTERNAL_SCHEMA}.pipeline p\n\
-             WHERE p.id = {id} AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)",
+             WHERE p.id = {id} AND ({cond})",
             id = self.id,
+            cond = front_window_open("$2"),
         );
         let partials = self
             .one_row_partials(|c| param(c))
@@ -120,9 +127,10 @@ impl PipelineDef {
     /// statement goes to the PL/pgSQL function.
     pub fn front_window_open_statement(&self) -> String {
         format!(
-            "SELECT /* pg_eventtime ingest, one row's window */ p.watermark IS NULL OR $1::timestamptz > p.watermark\n\
+            "SELECT /* pg_eventtime ingest, one row's window */ {cond}\n\
              FROM {INTERNAL_SCHEMA}.pipeline p WHERE p.id = {id}",
             id = self.id,
+            cond = front_window_open("$1"),
         )
     }
 
