@@ -103,9 +103,6 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
                 Wrote::Accepted => (1, 0),
                 Wrote::Duplicate => (0, 1),
             };
-            if duplicates > 0 {
-                as_owner(front.owner, || run_plan(front.duplicates, &[], &[]));
-            }
             if collects_counts() {
                 super::ingest::note_statement_counts(front.pipeline, accepted, 0, 0, duplicates);
             }
@@ -316,8 +313,9 @@ fn run_plan(
 }
 
 /// Writes the statement's row when the statement has exactly one, under READ COMMITTED, with
-/// an event time (and an id, with an event id) whose window is open; `None` when the statement
-/// goes to the PL/pgSQL function, having written nothing.
+/// an event time (and an id, with an event id) whose window is open, and records a duplicate in
+/// `duplicate_counts`; `None` when the statement goes to the PL/pgSQL function, having written
+/// nothing.
 ///
 /// # Safety
 /// `trigdata` is the trigger call's.
@@ -411,7 +409,11 @@ unsafe fn write_row(
         // Nothing written: the id was in the ledger, or the watermark closed the window (then
         // the PL/pgSQL function takes the statement).
         let (_, open) = run_plan(front.window_open, &params[1..2], b" ");
-        (open == Some(true) && front.event_id.is_some()).then_some(Wrote::Duplicate)
+        if open != Some(true) || front.event_id.is_none() {
+            return None;
+        }
+        run_plan(front.duplicates, &[], &[]);
+        Some(Wrote::Duplicate)
     })
 }
 
