@@ -325,23 +325,27 @@ impl ResolvedAgg {
     }
 
     /// The partial aggregates, one per state column, over the rows of one statement of a key and
-    /// window.
-    pub fn partials(&self, i: usize) -> Vec<String> {
+    /// window. `filter` (empty, or ` FILTER (WHERE ...)`) follows each aggregate call.
+    pub fn partials(&self, i: usize, filter: &str) -> Vec<String> {
         let v = Self::arg_column(i);
         let mut out = vec![
             match (self.spec.func, self.spec.arg.is_some(), self.avg_kind) {
-                (AggFunc::Count, false, _) => "count(*)".to_string(),
-                (AggFunc::Count, true, _) => format!("count({v})"),
-                (AggFunc::Sum, _, _) => format!("sum({v})"),
-                (AggFunc::Min, _, _) => format!("min({v})"),
-                (AggFunc::Max, _, _) => format!("max({v})"),
-                (AggFunc::Avg, _, Some(AvgKind::Numeric)) => format!("sum({v})::numeric"),
-                (AggFunc::Avg, _, Some(AvgKind::Float)) => format!("sum({v}::double precision)"),
-                (AggFunc::Avg, _, _) => format!("sum({v})"),
+                (AggFunc::Count, false, _) => format!("count(*){filter}"),
+                (AggFunc::Count, true, _) => format!("count({v}){filter}"),
+                (AggFunc::Sum, _, _) => format!("sum({v}){filter}"),
+                (AggFunc::Min, _, _) => format!("min({v}){filter}"),
+                (AggFunc::Max, _, _) => format!("max({v}){filter}"),
+                (AggFunc::Avg, _, Some(AvgKind::Numeric)) => {
+                    format!("sum({v}){filter}::numeric")
+                }
+                (AggFunc::Avg, _, Some(AvgKind::Float)) => {
+                    format!("sum({v}::double precision){filter}")
+                }
+                (AggFunc::Avg, _, _) => format!("sum({v}){filter}"),
             },
         ];
         if self.avg_kind.is_some() {
-            out.push(format!("count({v})"));
+            out.push(format!("count({v}){filter}"));
         }
         out
     }

@@ -87,7 +87,7 @@ coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7
 ),
-cls AS MATERIALIZED (
+cls AS NOT MATERIALIZED (
 SELECT r."_et_window_start", r."_et_window_end", NULL::text AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
 CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
@@ -95,17 +95,16 @@ FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_win
 FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:15:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 900000000, 0) AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
+batch AS MATERIALIZED (
+SELECT "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) FILTER (WHERE _et_landing < 3) AS _et_p0, sum("_et_v1") FILTER (WHERE _et_landing < 3)::numeric AS _et_p1, count("_et_v1") FILTER (WHERE _et_landing < 3) AS _et_p2, max(CASE WHEN _et_et <= pg_catalog.now() + interval '24:00:00.000000' THEN _et_et END) AS _et_max_et
+FROM cls GROUP BY "_et_window_start", "_et_window_end"
+),
 cls_n AS MATERIALIZED (
-SELECT count(*) AS rows, count(_et_eid) AS ids, max(CASE WHEN _et_et <= pg_catalog.now() + interval '24:00:00.000000' THEN _et_et END) AS max_et, max(_et_landing) AS max_landing,
-count(*) FILTER (WHERE _et_landing = 4) AS bad,
-(array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] AS bad_et
-FROM cls
+SELECT coalesce(sum(_et_n), 0) AS rows, max(_et_max_et) AS max_et, max(_et_landing) AS max_landing,
+coalesce(sum(_et_n) FILTER (WHERE _et_landing = 4), 0) AS bad
+FROM batch
 ),
 kept AS NOT MATERIALIZED (SELECT * FROM cls),
-batch AS (
-SELECT "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
-FROM kept WHERE _et_landing < 3 GROUP BY "_et_window_start", "_et_window_end"
-),
 refused AS (
 INSERT INTO _eventtime."p7_refused" (event_id, event_time, "row", window_start, window_end, deadline, watermark)
 SELECT c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
@@ -142,7 +141,7 @@ coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
 FROM batch
 )
 SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
-(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
+(SELECT bad FROM cls_n), CASE WHEN (SELECT bad FROM cls_n) > 0 THEN (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] FROM cls) END, (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
 INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;
 END IF;
 IF n_bad > 0 THEN

@@ -50,11 +50,11 @@ impl PipelineDef {
                     })
                 })
                 .collect();
-        let partials = self.partials();
+        let partials = self.partials("");
         let mut merged = Vec::new();
         let mut j = 0;
         for (i, a) in self.aggs.iter().enumerate() {
-            let n = a.partials(i).len();
+            let n = a.partials(i, "").len();
             let new: Vec<String> = (j..j + n).map(|p| format!("b._et_p{p}")).collect();
             let cols = a.acc_columns(i);
             for (expr, (col, _)) in a.merge_values(i, "l", &new).into_iter().zip(cols) {

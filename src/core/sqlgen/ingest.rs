@@ -81,8 +81,9 @@ impl PipelineDef {
 
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
     /// table `new_rows` with its window and landing, and with an event id numbered in the order of
-    /// the statement (`_et_ord`: of two rows with one event id, the first is kept).
-    pub(super) fn ingest_prelude(&self) -> String {
+    /// the statement (`_et_ord`: of two rows with one event id, the first is kept). `cls` is
+    /// materialized when `materialized`, and otherwise computed again by each of its readers.
+    pub(super) fn ingest_prelude(&self, materialized: bool) -> String {
         let kr = prefix(&self.key_names(Some("r")));
         let et = quote_ident(&self.event_time);
         let ws = quote_ident(WINDOW_START_COLUMN);
@@ -103,7 +104,7 @@ impl PipelineDef {
         };
         format!(
             "WITH /* pg_eventtime ingest */ {wm}\
-             cls AS MATERIALIZED (\n\
+             cls AS {materialized}MATERIALIZED (\n\
                SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
                       CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc{ord}\n\
@@ -112,6 +113,7 @@ impl PipelineDef {
                CROSS JOIN wm\n\
              ),\n",
             wm = self.watermark_cte(),
+            materialized = if materialized { "" } else { "NOT " },
             // Only dedup reads the order of the rows.
             ord = if self.event_id.is_some() {
                 ",\npg_catalog.row_number() OVER () AS _et_ord"
@@ -344,12 +346,57 @@ impl PipelineDef {
     /// [`Self::ingest_statement`] with the ledger insert of `ledger`.
     pub(super) fn ingest_statement_for(&self, ledger: Ledger) -> String {
         let k = prefix(&self.key_names(None));
-        let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
         let we = quote_ident(WINDOW_END_COLUMN);
-        let mut sql = self.ingest_prelude();
+        let partials = |filter: &str| {
+            self.partials(filter)
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!(", {p} AS _et_p{i}"))
+                .collect::<String>()
+        };
+        if self.event_id.is_none() {
+            // Without event ids every row is kept, and one pass over the rows does it all: `cls`
+            // is not materialized (a million rows of a `COPY` would be written to a temporary
+            // file and read twice), `batch` groups every row, refused and windowless ones
+            // included, and the statement's counts come from the groups. A group's rows share
+            // its window, so its landing; only the partials of open and late groups are
+            // computed. The refused rows, and the first row without a window, are read again
+            // only when the groups say that there are some.
+            // The greatest event time only moves a `watermark_lag` source.
+            let (max_et, max_et_of_groups) = match self.watermark_lag {
+                Some(_) => (
+                    format!(", max({}) AS _et_max_et", self.lag_event_time("_et_et")),
+                    "max(_et_max_et)",
+                ),
+                None => (String::new(), "NULL::timestamptz"),
+            };
+            let mut sql = self.ingest_prelude(false);
+            sql += &format!(
+                "batch AS MATERIALIZED (\n\
+                   SELECT {k}{ws}, {we}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}{max_et}\n\
+                   FROM cls GROUP BY {k}{ws}, {we}\n\
+                 ),\n\
+                 cls_n AS MATERIALIZED (\n\
+                   SELECT coalesce(sum(_et_n), 0) AS rows, {max_et_of_groups} AS max_et, max(_et_landing) AS max_landing,\n\
+                          coalesce(sum(_et_n) FILTER (WHERE _et_landing = {NO_WINDOW}), 0) AS bad\n\
+                   FROM batch\n\
+                 ),\n\
+                 kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
+                partials = partials(" FILTER (WHERE _et_landing < 3)"),
+            );
+            sql += &self.ingest_writes(
+                "(SELECT max_landing FROM cls_n) = 3",
+                &format!(
+                    "CASE WHEN (SELECT bad FROM cls_n) > 0 THEN \
+                     (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] FROM cls) END"
+                ),
+            );
+            return sql;
+        }
+        let mut sql = self.ingest_prelude(true);
         sql += &self.cls_counts();
-        if self.event_id.is_some() && ledger == Ledger::Fresh {
+        if ledger == Ledger::Fresh {
             // Every id must be new: a duplicate anywhere fails the statement with a unique
             // violation, and the trigger function then runs the statement that dedups.
             sql += &format!(
@@ -360,30 +407,41 @@ impl PipelineDef {
                  kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
                 ids = self.table("ids"),
             );
-        } else if self.event_id.is_some() {
-            sql += &self.dedup_ctes(true);
         } else {
-            sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";
+            sql += &self.dedup_ctes(true);
         }
-        let accs = self.acc_cols();
         sql += &format!(
             "batch AS (\n\
                SELECT {k}{ws}, {we}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
                FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}, {we}\n\
              ),\n",
-            partials = self
-                .partials()
-                .iter()
-                .enumerate()
-                .map(|(i, p)| format!(", {p} AS _et_p{i}"))
-                .collect::<String>(),
+            partials = partials(""),
         );
+        sql += &self.ingest_writes(
+            "(SELECT max_landing FROM cls_n) = 3",
+            "(SELECT bad_et FROM cls_n)",
+        );
+        sql
+    }
+
+    /// The rest of the statement for many rows, after `wm`, `cls`, `cls_n`, `kept` and `batch`
+    /// (groups of a key and window, with `_et_landing`, `_et_n` and the partials `_et_p<i>`): the
+    /// refused rows (read from `kept` when `any_refused`), the state's append and upsert, the late
+    /// versions, and the final row of counts, whose first row without a window is `bad_et`.
+    fn ingest_writes(&self, any_refused: &str, bad_et: &str) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
+        let accs = self.acc_cols();
         // The refused rows' scan is skipped when no row of the statement is past its grace.
         let refused = self.refused_insert(
             &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
             (&format!("c.{ws}"), &format!("c.{we}")),
             "wm.w",
-            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
+            &format!(
+                "FROM kept c CROSS JOIN wm WHERE {any_refused} AND c._et_landing = 3\nRETURNING 1"
+            ),
         );
         let rows = |landing: i32| {
             format!(
@@ -406,7 +464,7 @@ impl PipelineDef {
         // The counts come from the groups and the refused rows, not from another scan of the rows:
         // all rows of a group share its window, so its landing. Rows of several windows count once
         // per window.
-        sql += &format!(
+        format!(
             "refused AS (\n{refused}\n),\n\
              appended AS (\n{appended}\n),\n\
              up AS (\n{up}\n),\n\
@@ -418,9 +476,8 @@ impl PipelineDef {
                FROM batch\n\
              )\n\
              SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),\n\
-                    (SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts"
-        );
-        sql
+                    (SELECT bad FROM cls_n), {bad_et}, (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts"
+        )
     }
 
     /// The source columns a single-row statement reads into the record `v_row` of the trigger

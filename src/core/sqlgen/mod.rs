@@ -230,12 +230,13 @@ impl PipelineDef {
             .collect()
     }
 
-    /// Partial aggregates over the accepted rows of one statement, grouped by key and window.
-    fn partials(&self) -> Vec<String> {
+    /// Partial aggregates over the accepted rows of one statement, grouped by key and window;
+    /// `filter` (empty, or ` FILTER (WHERE ...)`) follows each aggregate call.
+    fn partials(&self, filter: &str) -> Vec<String> {
         self.aggs
             .iter()
             .enumerate()
-            .flat_map(|(i, a)| a.partials(i))
+            .flat_map(|(i, a)| a.partials(i, filter))
             .collect()
     }
 
@@ -465,7 +466,7 @@ mod tests {
         );
         assert_eq!(
             d.one_row_partials(|c| c.to_string()).len(),
-            d.partials().len()
+            d.partials("").len()
         );
         let one = d.ingest_one_statement();
         assert!(one.starts_with("WITH /* pg_eventtime ingest */"));
@@ -655,6 +656,52 @@ mod tests {
             sql.matches("FROM kept").count(),
             2,
             "kept is read by batch and refused only"
+        );
+    }
+
+    #[test]
+    fn without_event_ids_the_rows_are_read_once_and_grouped_whatever_their_landing() {
+        let mut d = def();
+        d.event_id = None;
+        let sql = d.ingest_statement();
+        assert!(sql.contains("cls AS NOT MATERIALIZED (") && !sql.contains("cls AS MATERIALIZED"));
+        let batch =
+            &sql[sql.find("batch AS MATERIALIZED (").unwrap()..sql.find("cls_n AS").unwrap()];
+        // Every row is grouped (no WHERE): the counts come from the groups; only open and late
+        // rows make partials.
+        assert!(
+            batch.contains("FROM cls GROUP BY") && !batch.contains("WHERE _et_landing < 3 GROUP")
+        );
+        assert_eq!(
+            batch.matches(" FILTER (WHERE _et_landing < 3)").count(),
+            d.acc_cols().len()
+        );
+        assert!(
+            !batch.contains("_et_max_et"),
+            "no lag: no greatest event time"
+        );
+        let counts =
+            &sql[sql.find("cls_n AS MATERIALIZED (").unwrap()..sql.find("kept AS").unwrap()];
+        assert!(counts.contains("FROM batch") && counts.contains("NULL::timestamptz AS max_et"));
+        // `cls` is read by the groups, and again only for refused rows (through `kept`) and the
+        // first row without a window, each behind its condition.
+        assert_eq!(
+            sql.matches("FROM cls").count() - sql.matches("FROM cls_n").count(),
+            3
+        );
+        assert_eq!(sql.matches("FROM kept").count(), 1);
+        assert!(sql.contains(
+            "CASE WHEN (SELECT bad FROM cls_n) > 0 THEN (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] FROM cls) END"
+        ));
+        assert!(sql.contains("WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3"));
+        // With a lag, each group keeps its greatest event time.
+        d.watermark_lag = Some(60_000_000);
+        let sql = d.ingest_statement();
+        assert!(
+            sql.contains(&format!(
+                ", max({}) AS _et_max_et\n",
+                d.lag_event_time("_et_et")
+            )) && sql.contains("max(_et_max_et) AS max_et")
         );
     }
 

@@ -111,7 +111,7 @@ impl PipelineDef {
         } else {
             format!("PARTITION BY {} ", self.key_names(None).join(", "))
         };
-        let mut sql = self.ingest_prelude();
+        let mut sql = self.ingest_prelude(true);
         sql += &self.cls_counts();
         if self.event_id.is_some() {
             sql += &self.dedup_ctes(false);
@@ -125,7 +125,7 @@ impl PipelineDef {
                FROM kept WHERE _et_landing < 3 GROUP BY {k}{ws}, {we}\n\
              ),\n",
             partials = self
-                .partials()
+                .partials("")
                 .iter()
                 .zip(&accs)
                 .map(|(p, c)| format!(", {p} AS {c}"))
