@@ -43,30 +43,28 @@ coalesce(p.watermark, '-infinity') AS w_open,
 coalesce(p.watermark - interval '24:00:00.000000', '-infinity') AS w_late
 FROM _eventtime.pipeline p WHERE p.id = 7
 ),
-cls AS MATERIALIZED (
+cls AS NOT MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
-pg_catalog.row_number() OVER () AS _et_ord
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
 CROSS JOIN wm
-),
-cls_n AS MATERIALIZED (
-SELECT count(*) AS rows, count(_et_eid) AS ids, max(_et_et) AS max_et, max(_et_landing) AS max_landing,
-count(*) FILTER (WHERE _et_landing = 4) AS bad,
-(array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] AS bad_et
-FROM cls
 ),
 fresh AS (
 INSERT INTO _eventtime."p7_ids" (window_start, "store", event_id)
 SELECT "_et_window_start", "store", _et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < 4 ORDER BY "_et_window_start", "store", _et_eid
 ),
-kept AS NOT MATERIALIZED (SELECT * FROM cls),
-batch AS (
-SELECT "store", "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) AS _et_p0, sum("_et_v1")::numeric AS _et_p1, count("_et_v1") AS _et_p2
-FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start", "_et_window_end"
+batch AS MATERIALIZED (
+SELECT "store", "_et_window_start", "_et_window_end", max(_et_landing) AS _et_landing, count(*) AS _et_n, count(*) FILTER (WHERE _et_landing < 3) AS _et_p0, sum("_et_v1") FILTER (WHERE _et_landing < 3)::numeric AS _et_p1, count("_et_v1") FILTER (WHERE _et_landing < 3) AS _et_p2
+FROM cls GROUP BY "store", "_et_window_start", "_et_window_end"
 ),
+cls_n AS MATERIALIZED (
+SELECT coalesce(sum(_et_n), 0) AS rows, NULL::timestamptz AS max_et, max(_et_landing) AS max_landing,
+coalesce(sum(_et_n) FILTER (WHERE _et_landing = 4), 0) AS bad
+FROM batch
+),
+kept AS NOT MATERIALIZED (SELECT * FROM cls),
 refused AS (
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
 SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
@@ -105,7 +103,7 @@ coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,
 FROM batch
 )
 SELECT accepted, late, refused, (SELECT rows FROM cls_n) - accepted - late - refused, (SELECT max_et FROM cls_n),
-(SELECT bad FROM cls_n), (SELECT bad_et FROM cls_n), (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
+(SELECT bad FROM cls_n), CASE WHEN (SELECT bad FROM cls_n) > 0 THEN (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = 4))[1] FROM cls) END, (SELECT count(*) FROM late_versions), (SELECT w FROM wm) FROM counts
 INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;
 v_done := true;
 EXCEPTION WHEN unique_violation THEN

@@ -114,8 +114,8 @@ impl PipelineDef {
              ),\n",
             wm = self.watermark_cte(),
             materialized = if materialized { "" } else { "NOT " },
-            // Only dedup reads the order of the rows.
-            ord = if self.event_id.is_some() {
+            // Only dedup reads the order of the rows, from a materialized `cls`.
+            ord = if materialized && self.event_id.is_some() {
                 ",\npg_catalog.row_number() OVER () AS _et_ord"
             } else {
                 ""
@@ -355,14 +355,15 @@ impl PipelineDef {
                 .map(|(i, p)| format!(", {p} AS _et_p{i}"))
                 .collect::<String>()
         };
-        if self.event_id.is_none() {
-            // Without event ids every row is kept, and one pass over the rows does it all: `cls`
+        if self.event_id.is_none() || ledger == Ledger::Fresh {
+            // Without event ids, or when every id must be new, every row is kept, and one pass
+            // over the rows makes the groups (a second one, with ids, the ledger's entries): `cls`
             // is not materialized (a million rows of a `COPY` would be written to a temporary
-            // file and read twice), `batch` groups every row, refused and windowless ones
-            // included, and the statement's counts come from the groups. A group's rows share
-            // its window, so its landing; only the partials of open and late groups are
-            // computed. The refused rows, and the first row without a window, are read again
-            // only when the groups say that there are some.
+            // file and read again by each reader), `batch` groups every row, refused and
+            // windowless ones included, and the statement's counts come from the groups. A
+            // group's rows share its window, so its landing; only the partials of open and late
+            // groups are computed. The refused rows, and the first row without a window, are read
+            // again only when the groups say that there are some.
             // The greatest event time only moves a `watermark_lag` source.
             let (max_et, max_et_of_groups) = match self.watermark_lag {
                 Some(_) => (
@@ -372,6 +373,9 @@ impl PipelineDef {
                 None => (String::new(), "NULL::timestamptz"),
             };
             let mut sql = self.ingest_prelude(false);
+            if self.event_id.is_some() {
+                sql += &self.fresh_insert();
+            }
             sql += &format!(
                 "batch AS MATERIALIZED (\n\
                    SELECT {k}{ws}, {we}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}{max_et}\n\
@@ -396,20 +400,7 @@ impl PipelineDef {
         }
         let mut sql = self.ingest_prelude(true);
         sql += &self.cls_counts();
-        if ledger == Ledger::Fresh {
-            // Every id must be new: a duplicate anywhere fails the statement with a unique
-            // violation, and the trigger function then runs the statement that dedups.
-            sql += &format!(
-                "fresh AS (\n\
-                   INSERT INTO {ids} (window_start, {k}event_id)\n\
-                   SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
-                 ),\n\
-                 kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
-                ids = self.table("ids"),
-            );
-        } else {
-            sql += &self.dedup_ctes(true);
-        }
+        sql += &self.dedup_ctes(true);
         sql += &format!(
             "batch AS (\n\
                SELECT {k}{ws}, {we}, max(_et_landing) AS _et_landing, count(*) AS _et_n{partials}\n\
@@ -422,6 +413,21 @@ impl PipelineDef {
             "(SELECT bad_et FROM cls_n)",
         );
         sql
+    }
+
+    /// `fresh`, the ledger insert of a statement whose ids must all be new: a duplicate anywhere
+    /// fails the statement with a unique violation, and the trigger function then runs the
+    /// statement that dedups.
+    fn fresh_insert(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        format!(
+            "fresh AS (\n\
+               INSERT INTO {ids} (window_start, {k}event_id)\n\
+               SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
+             ),\n",
+            ids = self.table("ids"),
+        )
     }
 
     /// The rest of the statement for many rows, after `wm`, `cls`, `cls_n`, `kept` and `batch`

@@ -627,6 +627,12 @@ mod tests {
         let fresh_cte = &fresh[fresh.find("fresh AS (").unwrap()..fresh.find("kept AS").unwrap()];
         assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
         assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
+        // Every row is kept: the rows are read once for the ledger and once for the groups, not
+        // materialized, and not numbered; the counts come from the groups.
+        assert!(fresh.contains("cls AS NOT MATERIALIZED (") && !fresh.contains("_et_ord"));
+        assert!(fresh.contains("FROM batch\n),\nkept AS"));
+        let dedup = d.ingest_statement();
+        assert!(dedup.contains("cls AS MATERIALIZED (") && dedup.contains("AS _et_ord"));
         let f = d.create_trigger_function();
         let try_at = f.find("IF (CASE WHEN v_row.n >= 1000 THEN (").unwrap();
         let handler = f
