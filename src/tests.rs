@@ -103,6 +103,44 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_late_window_counts_its_versions_with_hot_updates() {
+        setup("1 day", true);
+        Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 02:00+00')").unwrap();
+        // The first late statement inserts the window's row of late rows; the next ones update
+        // its version and accumulators, which no index reads: every update is HOT, and the
+        // row keeps one entry in each index of the state.
+        for id in 2..6 {
+            Spi::run(&format!(
+                "INSERT INTO t VALUES ({id}, 'a', 1, '2026-01-01 00:20+00'), ({}, 'b', 1, '2026-01-01 00:30+00')",
+                id + 100
+            ))
+            .unwrap();
+        }
+        let state = internal("state");
+        assert_eq!(
+            count(&format!(
+                "SELECT pg_stat_get_xact_tuples_updated('{state}'::regclass)"
+            )),
+            6
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT pg_stat_get_xact_tuples_hot_updated('{state}'::regclass)"
+            )),
+            6
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM {state} WHERE _et_late AND version = 4"
+            )),
+            2
+        );
+        assert_eq!(count("SELECT max(version) FROM p_history WHERE k = 'a'"), 5);
+        assert_eq!(count("SELECT max(version) FROM p_history WHERE k = 'b'"), 4);
+    }
+
+    #[pg_test]
     fn event_ids_are_remembered_after_the_window_is_purged() {
         setup("0", true);
         Spi::run("INSERT INTO t VALUES (1, 'a', 1, '2026-01-01 00:10+00')").unwrap();

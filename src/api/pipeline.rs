@@ -726,6 +726,7 @@ fn create_pipeline(
         clock_lag: clock_lag_us,
         max_ahead: max_ahead_us,
         late_deltas,
+        late_row_flag: late_deltas,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

@@ -78,6 +78,13 @@ pub struct PipelineDef {
     /// for pipelines created before this layout existed, which keep theirs.
     #[serde(default)]
     pub late_deltas: bool,
+    /// With [`Self::late_deltas`]: the state row of a fired window's late rows is marked by the
+    /// column `_et_late` (true), which the predicate of its unique index reads, instead of by
+    /// `version > 0`. Its upsert, which counts the versions in `version`, then changes no indexed
+    /// column, so it is a HOT update. False for pipelines created before this column existed,
+    /// whose index reads `version`.
+    #[serde(default)]
+    pub late_row_flag: bool,
 }
 
 /// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
@@ -114,6 +121,7 @@ pub(crate) fn sample() -> PipelineDef {
         clock_lag: None,
         max_ahead: Some(86_400_000_000),
         late_deltas: true,
+        late_row_flag: true,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

@@ -1,6 +1,6 @@
 -- tables
-CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT WHERE version > 0;
+CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false) WITH (fillfactor = 70);
+CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT WHERE _et_late;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
 CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, "store", version DESC) NULLS NOT DISTINCT;
@@ -55,10 +55,10 @@ SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bi
 FROM c WHERE c._et_landing = 1 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))
 ),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
-SELECT *, 1 FROM (SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
 FROM c WHERE c._et_landing = 2 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))) r
-ON CONFLICT ("store", window_start) WHERE version > 0 DO UPDATE SET
+ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
 version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
@@ -136,10 +136,10 @@ SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et
 FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
 ),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
-SELECT *, 1 FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
 FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
-ON CONFLICT ("store", window_start) WHERE version > 0 DO UPDATE SET
+ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
 version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
@@ -228,10 +228,10 @@ SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et
 FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
 ),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
-SELECT *, 1 FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
 FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
-ON CONFLICT ("store", window_start) WHERE version > 0 DO UPDATE SET
+ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
 version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),

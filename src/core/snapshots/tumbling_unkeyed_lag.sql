@@ -1,6 +1,6 @@
 -- tables
-CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT WHERE version > 0;
+CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false) WITH (fillfactor = 70);
+CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT WHERE _et_late;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
 CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version DESC) NULLS NOT DISTINCT;
@@ -47,10 +47,10 @@ SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_r
 FROM c WHERE c._et_landing = 1 AND true
 ),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
-SELECT *, 1 FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
 FROM c WHERE c._et_landing = 2 AND true) r
-ON CONFLICT (window_start) WHERE version > 0 DO UPDATE SET
+ON CONFLICT (window_start) WHERE _et_late DO UPDATE SET
 version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
@@ -117,10 +117,10 @@ SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
 FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start"
 ),
 up AS (
-INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version)
-SELECT *, 1 FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
 FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start") r
-ON CONFLICT (window_start) WHERE version > 0 DO UPDATE SET
+ON CONFLICT (window_start) WHERE _et_late DO UPDATE SET
 version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),

@@ -21,6 +21,10 @@ impl PipelineDef {
                 // Sessions find the live sessions of a key by its hash.
                 if session {
                     format!(", {INTERNAL_PREFIX}h integer GENERATED ALWAYS AS ({}) STORED", self.key_hash(None))
+                } else if self.flags_late_rows() {
+                    // Marks a fired window's row of late rows, never updated (see
+                    // `late_row_flag`).
+                    ", _et_late boolean NOT NULL DEFAULT false".to_string()
                 } else {
                     String::new()
                 }
@@ -29,9 +33,10 @@ impl PipelineDef {
             // common row. A fired window within its grace has one row (its version): late
             // statements of a window take turns on it, for gapless versions.
             format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT WHERE version > 0",
+                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT WHERE {}",
                 self.table("state"),
-                prefix(&keys)
+                prefix(&keys),
+                self.late_row_predicate()
             ),
             format!("CREATE INDEX ON {} (window_end)", self.table("state")),
             // Beside the published values, each version keeps the window's accumulators (what a

@@ -209,13 +209,20 @@ impl PipelineDef {
 
     /// The upsert of the partials of a fired window, `rows` (as for [`Self::state_append`]),
     /// into its one state row, which moves to the next version (version 1 when the window had
-    /// no rows when it fired).
+    /// no rows when it fired). With [`PipelineDef::late_row_flag`] the row is inserted marked
+    /// `_et_late`, and the update changes no indexed column.
     pub(super) fn state_upsert(&self, rows: &str, returning: &str) -> String {
         let k = prefix(&self.key_names(None));
+        let predicate = self.late_row_predicate();
+        let (flag_col, flag_val) = if self.flags_late_rows() {
+            (", _et_late", ", true")
+        } else {
+            ("", "")
+        };
         format!(
-            "INSERT INTO {state} AS s ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list}, version)\n\
-             SELECT *, 1 FROM ({rows}) r\n\
-             ON CONFLICT ({k}window_start) WHERE version > 0 DO UPDATE SET\n\
+            "INSERT INTO {state} AS s ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list}, version{flag_col})\n\
+             SELECT *, 1{flag_val} FROM ({rows}) r\n\
+             ON CONFLICT ({k}window_start) WHERE {predicate} DO UPDATE SET\n\
                version = s.version + 1, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
              RETURNING {returning}",
             state = self.table("state"),

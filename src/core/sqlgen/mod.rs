@@ -139,6 +139,22 @@ impl PipelineDef {
         self.late_deltas && !self.window.is_session()
     }
 
+    /// Whether a fired window's one state row of late rows is marked by `_et_late`
+    /// ([`PipelineDef::late_row_flag`]).
+    pub(super) fn flags_late_rows(&self) -> bool {
+        self.late_row_flag && self.uses_late_deltas()
+    }
+
+    /// The predicate that marks a fired window's one state row of late rows, the predicate of
+    /// its unique index.
+    pub(super) fn late_row_predicate(&self) -> &'static str {
+        if self.flags_late_rows() {
+            "_et_late"
+        } else {
+            "version > 0"
+        }
+    }
+
     pub fn trigger_function(&self) -> String {
         format!(
             "{}.{}",
