@@ -396,13 +396,10 @@ impl PipelineDef {
                  kept AS NOT MATERIALIZED (SELECT * FROM cls),\n",
                 partials = partials(" FILTER (WHERE _et_landing < 3)"),
             );
-            sql += &self.ingest_writes(
-                "(SELECT max_landing FROM cls_n) = 3",
-                &format!(
-                    "CASE WHEN (SELECT bad FROM cls_n) > 0 THEN \
-                     (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] FROM cls) END"
-                ),
-            );
+            sql += &self.ingest_writes(&format!(
+                "CASE WHEN (SELECT bad FROM cls_n) > 0 THEN \
+                 (SELECT (array_agg(_et_et) FILTER (WHERE _et_landing = {NO_WINDOW}))[1] FROM cls) END"
+            ));
             return sql;
         }
         let mut sql = self.ingest_prelude(true);
@@ -415,10 +412,7 @@ impl PipelineDef {
              ),\n",
             partials = partials(""),
         );
-        sql += &self.ingest_writes(
-            "(SELECT max_landing FROM cls_n) = 3",
-            "(SELECT bad_et FROM cls_n)",
-        );
+        sql += &self.ingest_writes("(SELECT bad_et FROM cls_n)");
         sql
     }
 
@@ -439,9 +433,10 @@ impl PipelineDef {
 
     /// The rest of the statement for many rows, after `wm`, `cls`, `cls_n`, `kept` and `batch`
     /// (groups of a key and window, with `_et_landing`, `_et_n` and the partials `_et_p<i>`): the
-    /// refused rows (read from `kept` when `any_refused`), the state's append and upsert, the late
-    /// versions, and the final row of counts, whose first row without a window is `bad_et`.
-    fn ingest_writes(&self, any_refused: &str, bad_et: &str) -> String {
+    /// refused rows (read from `kept` when `cls_n` says there are some), the state's append and
+    /// upsert, the late versions, and the final row of counts, whose first row without a window
+    /// is `bad_et`.
+    fn ingest_writes(&self, bad_et: &str) -> String {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
@@ -452,9 +447,7 @@ impl PipelineDef {
             &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
             (&format!("c.{ws}"), &format!("c.{we}")),
             "wm.w",
-            &format!(
-                "FROM kept c CROSS JOIN wm WHERE {any_refused} AND c._et_landing = 3\nRETURNING 1"
-            ),
+            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
         );
         let rows = |landing: i32| {
             format!(
