@@ -272,6 +272,30 @@ mod tests {
     }
 
     #[pg_test]
+    fn without_event_ids_the_front_hands_a_row_of_a_closed_window_over() {
+        setup("30 minutes", false);
+        Spi::run("SET LOCAL track_functions = 'pl'").unwrap();
+        Spi::run("INSERT INTO t VALUES (NULL, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (NULL, 'a', 1, '2026-01-01 00:10+00')").unwrap();
+        assert_eq!(sql_function_calls(), 0);
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:10+00')").unwrap();
+        // Late, then refused: the front writes nothing and hands each over; nothing is counted
+        // as a duplicate.
+        Spi::run("INSERT INTO t VALUES (NULL, 'a', 2, '2026-01-01 00:20+00')").unwrap();
+        Spi::run("SELECT eventtime.advance_watermark('p', '2026-01-01 01:40+00')").unwrap();
+        Spi::run("INSERT INTO t VALUES (NULL, 'a', 3, '2026-01-01 00:30+00')").unwrap();
+        assert_eq!(sql_function_calls(), 2);
+        assert_eq!(count("SELECT count(*) FROM _eventtime.duplicate_counts"), 0);
+        let history = Spi::get_one::<String>(
+            "SELECT string_agg(concat_ws(' ', version, kind, n, total), '; ' ORDER BY version) FROM p_history",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(history, "1 main 2 2; 2 late 3 4");
+        assert_eq!(count("SELECT count(*) FROM p_refused"), 1);
+    }
+
+    #[pg_test]
     fn the_front_writes_one_on_time_row_and_hands_every_other_statement_over() {
         setup("30 minutes", true);
         Spi::run("SET LOCAL track_functions = 'pl'").unwrap();

@@ -66,7 +66,8 @@ impl PipelineDef {
     /// [`Self::front_columns`]). It writes only when the window is open against the watermark it
     /// reads: the ledger entry, then, when the id is new, the row's partials appended to the
     /// state. The number of rows it inserts into the state (1 or 0) is what it tells the front;
-    /// when it inserted none, the front asks [`Self::front_window_open_statement`] why. The
+    /// when it inserted none with an event id, the front asks
+    /// [`Self::front_window_open_statement`] why (without, the window was closed). The
     /// front runs it only for a row with an event time and, with an event id, an id.
     ///
     /// Its plan locks the state `ROW EXCLUSIVE` before the statement's snapshot, as the ingest
