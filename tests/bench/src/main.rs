@@ -439,11 +439,18 @@ fn settle(c: &mut Client) -> Res<()> {
 
 /// The table of the pipeline's event-id ledger (only one pipeline exists at a time).
 fn ledger_table(c: &mut Client) -> Res<String> {
-    text(
-        c,
+    ledger_table_if_any(c)?.ok_or_else(|| "the pipeline has no event-id ledger".to_string())
+}
+
+/// [`ledger_table`], or `None` for a pipeline without event ids.
+fn ledger_table_if_any(c: &mut Client) -> Res<Option<String>> {
+    Ok(c.query_opt(
         "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables \
-         WHERE schemaname = '_eventtime' AND tablename ~ '^p[0-9]+_ids$'",
+             WHERE schemaname = '_eventtime' AND tablename ~ '^p[0-9]+_ids$'",
+        &[],
     )
+    .map_err(|e| describe(&e))?
+    .map(|r| r.get(0)))
 }
 
 /// The table of the pipeline's window state.
@@ -657,7 +664,11 @@ impl Fingerprints {
                 state_table(c)?,
                 "_et_n, _et_a0, _et_a1",
                 "bench_history",
-                ledger_table(c)?,
+                // A pipeline without event ids has no ledger: no ids, as its floor's empty one.
+                ledger_table_if_any(c)?.unwrap_or_else(|| {
+                    "(SELECT NULL::timestamptz AS window_start, NULL::int AS k, NULL::bigint AS event_id WHERE false)"
+                        .into()
+                }),
             ),
             Side::Floor => ("f_state".into(), "n, a0, a1", "f_history", "f_ids".into()),
             Side::FloorArrays | Side::FloorTrigger => (
@@ -881,7 +892,7 @@ fn workload_a_no_ids(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res
          SELECT k, ws, ws + interval '1 day', count(*), count(*), sum(amount) \
          FROM (SELECT k, amount, {FLOOR_WINDOW} AS ws FROM ev) c GROUP BY k, ws"
     );
-    let mut digests: Vec<(Side, String)> = Vec::new();
+    let mut fps = Fingerprints::new();
     let sides = [Side::Plain, Side::Floor, Side::Pipeline];
     let t = rounds("(a) without event ids", &sides, opts.runs, |side| {
         reset_with(
@@ -901,35 +912,10 @@ fn workload_a_no_ids(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res
             }
             _ => copy_in(c, data),
         })?;
-        let state = match side {
-            Side::Plain => return Ok(d),
-            Side::Pipeline => format!(
-                "(SELECT k, window_start, window_end, _et_n AS n, _et_a0 AS a0, _et_a1 AS a1 FROM {})",
-                state_table(c)?
-            ),
-            _ => "f_state".to_string(),
-        };
-        // Each window's rows and sum, however many state rows hold it.
-        let digest = text(
-            c,
-            &format!(
-                "SELECT format('%s windows, digest %s', count(*), md5(string_agg(concat_ws('|', k, window_start, window_end, n, a0, a1), ',' \
-                   ORDER BY k, window_start))) \
-                 FROM (SELECT k, window_start, window_end, sum(n) AS n, sum(a0) AS a0, sum(a1) AS a1 \
-                       FROM {state} s GROUP BY 1, 2, 3) w"
-            ),
-        )?;
-        digests.push((side, digest));
+        fps.note(c, side)?;
         Ok(d)
     })?;
-    if let Some((_, p)) = digests.iter().find(|(side, _)| *side == Side::Pipeline) {
-        if let Some((side, f)) = digests.iter().find(|(_, f)| f != p) {
-            return Err(format!(
-                "(a) without event ids: a run of the {} side wrote another state than the pipeline's first:\n  {f}\nagainst\n  {p}",
-                side.name()
-            ));
-        }
-    }
+    fps.check("(a) without event ids")?;
     Ok(Row {
         workload: format!("(a) `COPY` of {} events without event ids", num(s.a_events)),
         with: Measure::Time(t[2]),
