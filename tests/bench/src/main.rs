@@ -882,19 +882,8 @@ fn workload_a(
         reset_side(c, side)?;
         settle(c)?;
         let d = timed(|| match side {
-            Side::Floor | Side::FloorArrays => {
-                exec(c, "BEGIN")?;
-                copy_in(c, data)?;
-                exec(
-                    c,
-                    if side == Side::Floor {
-                        &floor_ids
-                    } else {
-                        &floor_arrays
-                    },
-                )?;
-                exec(c, "COMMIT")
-            }
+            Side::Floor => copy_then(c, data, &floor_ids),
+            Side::FloorArrays => copy_then(c, data, &floor_arrays),
             _ => copy_in(c, data),
         })?;
         fps.note(c, side)?;
@@ -909,6 +898,14 @@ fn workload_a(
         floor: Some(Measure::Time(t[1])),
     };
     Ok((row, t[2], t[3]))
+}
+
+/// A floor's load: the `COPY` of `data` and the floor's `sql`, in one transaction.
+fn copy_then(c: &mut Client, data: &[u8], sql: &str) -> Res<()> {
+    exec(c, "BEGIN")?;
+    copy_in(c, data)?;
+    exec(c, sql)?;
+    exec(c, "COMMIT")
 }
 
 /// (a) without event ids: the same `COPY` into a pipeline without `event_id`, against the table
@@ -955,12 +952,7 @@ fn workload_a_no_ids(
         }
         settle(c)?;
         let d = timed(|| match side {
-            Side::Floor => {
-                exec(c, "BEGIN")?;
-                copy_in(c, data)?;
-                exec(c, &floor)?;
-                exec(c, "COMMIT")
-            }
+            Side::Floor => copy_then(c, data, &floor),
             _ => copy_in(c, data),
         })?;
         fps.note(c, side)?;
