@@ -97,7 +97,15 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
             .raise()
         }
         let trigdata = context as *mut pg_sys::TriggerData;
-        let front = front_of((*(*fcinfo).flinfo).fn_oid, trigdata);
+        let fn_oid = (*(*fcinfo).flinfo).fn_oid;
+        let mut front = front_of(fn_oid, trigdata);
+        // The pipeline belongs to the source's current owner: after `ALTER TABLE ... OWNER TO`
+        // or `REASSIGN OWNED`, what this backend kept names the previous one.
+        let relation = (*trigdata).tg_relation;
+        if (*relation).rd_id == front.source && (*(*relation).rd_rel).relowner != front.owner {
+            forget(fn_oid);
+            front = front_of(fn_oid, trigdata);
+        }
         if let Some(wrote) = write_one_row(&front, trigdata) {
             let (accepted, duplicates) = match wrote {
                 Wrote::Accepted => (1, 0),
@@ -241,6 +249,16 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
     });
     FRONTS.with(|m| m.borrow_mut().insert(fn_oid, front.clone()));
     front
+}
+
+/// Forgets what the backend kept for the front `fn_oid`, plans included.
+fn forget(fn_oid: pg_sys::Oid) {
+    if let Some(f) = FRONTS.with(|m| m.borrow_mut().remove(&fn_oid)) {
+        for plan in [f.on_time, f.window_open, f.duplicates] {
+            // SAFETY: the plans were kept by `keep_plan` and nothing else holds them.
+            unsafe { pg_sys::SPI_freeplan(plan) };
+        }
+    }
 }
 
 /// The attribute number and type of column `name` of `desc`.

@@ -13,6 +13,8 @@ mod _eventtime {
 
     /// Counts over the tables of one pipeline, for `eventtime.pipelines`.
     /// Returns no row for a pipeline the caller may not read; counts as the pipeline's owner.
+    // pgrx reads the column names from the `name!` types of the signature.
+    #[allow(clippy::type_complexity)]
     #[pg_extern(stable, parallel_safe)]
     #[search_path(pg_catalog, pg_temp)]
     fn pipeline_counts(
@@ -20,10 +22,11 @@ mod _eventtime {
     ) -> TableIterator<
         'static,
         (
-            name!(open_windows, i64),
-            name!(state_rows, i64),
-            name!(firings, i64),
-            name!(refused, i64),
+            name!(open_windows, Option<i64>),
+            name!(state_rows, Option<i64>),
+            name!(firings, Option<i64>),
+            name!(refused, Option<i64>),
+            name!(idle_writers, Option<Vec<String>>),
         ),
     > {
         let p = catalog::load_by_id(pipeline_id);
@@ -31,6 +34,22 @@ mod _eventtime {
             return TableIterator::new(Vec::new());
         }
         let t = |what: &str| internal_table(pipeline_id, what);
+        // A pipeline whose tables are gone (its owner dropped one, or DROP OWNED dropped them
+        // all) shows without counts, rather than making the view fail for everyone who reads it.
+        let state = Spi::get_one_with_args::<pg_sys::Oid>(
+            "SELECT to_regclass($1)::oid",
+            &[t("state").into()],
+        )
+        .expect("relation lookup");
+        let complete = state.is_some()
+            && ["history", "refused"].iter().all(|w| {
+                Spi::get_one_with_args::<bool>("SELECT to_regclass($1) IS NOT NULL", &[t(w).into()])
+                    .expect("relation lookup")
+                    .unwrap_or(false)
+            });
+        let Some(state) = state.filter(|_| complete) else {
+            return TableIterator::new(vec![(None, None, None, None, None)]);
+        };
         // An open window has a state row per ingest statement: windows are counted once per key.
         let windows = format!(
             "(SELECT DISTINCT {}s.window_start, s.window_end FROM {} s)",
@@ -60,7 +79,42 @@ mod _eventtime {
                     .collect::<Vec<_>>()
             })
         });
-        TableIterator::new(vec![(row[0], row[1], row[2], row[3])])
+        let idle = crate::pg::locks::idle_holders(state);
+        TableIterator::new(vec![(
+            Some(row[0]),
+            Some(row[1]),
+            Some(row[2]),
+            Some(row[3]),
+            Some(idle),
+        )])
+    }
+
+    /// Refuses an `INSERT` into a pipeline's history, refused rows, folds or ledger unless it
+    /// comes from the extension: every statement the extension runs on a pipeline's tables runs
+    /// inside a security-restricted operation (`pg::security::as_owner`, and the trigger
+    /// function's `_eventtime.restrict()`), which a plain statement of the owner is not. Its
+    /// arguments are the pipeline's name and what the table holds.
+    #[pg_trigger]
+    fn guard_insert<'a>(
+        trigger: &'a pgrx::PgTrigger<'a>,
+    ) -> Result<
+        Option<pgrx::prelude::PgHeapTuple<'a, pgrx::AllocatedByPostgres>>,
+        pgrx::prelude::PgHeapTupleError,
+    > {
+        // SAFETY: reads the backend's security context.
+        if unsafe { pg_sys::InSecurityRestrictedOperation() } {
+            return Ok(None);
+        }
+        let args = trigger.extra_args().unwrap_or_default();
+        EtError::ReadOnly {
+            pipeline: args.first().cloned().unwrap_or_default(),
+            what: args
+                .get(1)
+                .cloned()
+                .unwrap_or_else(|| "history".to_string()),
+            operation: "INSERT".to_string(),
+        }
+        .raise()
     }
 
     /// Refuses writes to a pipeline's history and refused rows (their tables and views). Its

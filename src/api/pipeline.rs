@@ -18,6 +18,7 @@ use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, WindowSpec, Zone};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
+use crate::pg::members;
 use crate::pg::security::{self, as_catalog_owner, as_owner};
 use crate::pg::zone::{self, PgZone};
 
@@ -469,6 +470,7 @@ fn create_pipeline(
         }
         .raise()
     }
+    members::refuse_partition(&source_sql, source_oid, name);
     if !security::has_privileges_of(security::caller(), owner) {
         EtError::NotTableOwner {
             table: source_sql.clone(),
@@ -806,6 +808,8 @@ fn create_pipeline(
     };
     as_catalog_owner(|| run(&internal));
     as_owner(owner, || run(&ddl));
+    // The partitions and inheritance children of the source, at any depth, get the trigger too.
+    members::sync(&catalog::load(name));
 
     // The trigger's SQL names these columns: make PostgreSQL refuse to drop them or change their
     // type while the pipeline exists, as it does for columns a view uses. (Renames are refused by
@@ -850,7 +854,7 @@ fn create_pipeline(
 mod _eventtime {
     use super::*;
 
-    /// Called by the event trigger `eventtime_alter_table` after every `ALTER TABLE`, with the
+    /// Called by the event trigger `eventtime_table_change` after every `ALTER TABLE`, with the
     /// tables it changed. The trigger function of a pipeline names the source columns it uses;
     /// a rename of one would make every insert into the table fail, so the `ALTER TABLE` is
     /// refused, naming the pipeline. (Dropping such a column or changing its type is refused by
@@ -864,9 +868,13 @@ mod _eventtime {
         }
         let names: Vec<String> = as_catalog_owner(|| {
             Spi::connect(|client| {
+                // A rename recurses into the tables below the one named: the pipelines of any
+                // of them are concerned.
                 client
                     .select(
-                        "SELECT name FROM _eventtime.pipeline WHERE source::oid = ANY($1) ORDER BY name",
+                        "WITH RECURSIVE down(oid) AS (SELECT unnest($1::oid[]) \
+                           UNION SELECT i.inhrelid FROM pg_inherits i JOIN down ON i.inhparent = down.oid) \
+                         SELECT name FROM _eventtime.pipeline WHERE source::oid IN (SELECT oid FROM down) ORDER BY name",
                         None,
                         &[tables.into()],
                     )
@@ -895,12 +903,46 @@ mod _eventtime {
     }
 }
 
+/// The views of pipeline `p` that exist: those of its names that read its history or refused
+/// rows.
+fn own_views(p: &catalog::Pipeline) -> Vec<String> {
+    let names: Vec<String> = VIEW_SUFFIXES
+        .iter()
+        .map(|s| format!("{}{s}", p.def.name))
+        .collect();
+    as_catalog_owner(|| {
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT DISTINCT format('%I.%I', n.nspname, c.relname) \
+                     FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid \
+                     JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass \
+                       AND d.refobjid IN (SELECT to_regclass(t) FROM unnest($1::text[]) t) AND c.relkind = 'v' \
+                       AND n.nspname = $2 AND c.relname = ANY($3)",
+                    None,
+                    &[
+                        vec![p.def.table("history"), p.def.table("refused")].into(),
+                        p.def.view_schema.as_str().into(),
+                        names.into(),
+                    ],
+                )
+                .expect("view read")
+                .map(|r| r.get::<String>(1).expect("view").expect("view"))
+                .collect()
+        })
+    })
+}
+
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn drop_pipeline(name: Option<&str>) {
     let name = required(name, "eventtime.drop_pipeline", "name");
     let p = catalog::load(name);
     p.require_owner("drop it");
+    if p.source_exists {
+        members::drop_below(p.id, p.source_oid);
+    }
     let run = |stmts: Vec<String>| {
         Spi::connect_mut(|client| {
             for stmt in &stmts {
@@ -910,7 +952,24 @@ fn drop_pipeline(name: Option<&str>) {
             }
         })
     };
-    p.as_owner(|| run(p.def.drop_objects(p.source_exists)));
+    // As the catalog's owner: the objects are named by the catalog (the internal ones in
+    // _eventtime, where nobody else creates anything), and this works whoever owns them now,
+    // even after their owner was dropped (DROP OWNED and DROP ROLE leave nothing an owner could
+    // drop). Of the views, only those that read the pipeline's tables are its own.
+    let views = own_views(&p);
+    let stmts: Vec<String> = p
+        .def
+        .drop_objects(p.source_exists)
+        .into_iter()
+        .filter(|s| !s.starts_with("DROP VIEW"))
+        .collect();
+    as_catalog_owner(|| {
+        run(views
+            .iter()
+            .map(|v| format!("DROP VIEW IF EXISTS {v}"))
+            .chain(stmts)
+            .collect())
+    });
     as_catalog_owner(|| {
         run(vec![
             format!(

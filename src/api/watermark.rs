@@ -30,6 +30,7 @@ use crate::core::time;
 use crate::pg::announce::{self, Versions};
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
+use crate::pg::locks;
 use crate::pg::security::{self, as_catalog_owner};
 
 /// The source of the two-argument `advance_watermark`.
@@ -72,14 +73,29 @@ pub(crate) fn require_read_committed(pipeline: &str, function: &'static str) {
     }
 }
 
-fn lock_state(client: &mut SpiClient<'_>, p: &Pipeline) {
-    client
-        .update(
-            format!("LOCK TABLE {} IN EXCLUSIVE MODE", p.def.table("state")).as_str(),
-            None,
-            &[],
-        )
-        .expect("state lock");
+/// How the advance takes its lock on the state table (see `pg::locks`).
+#[derive(Clone, Copy, PartialEq)]
+enum Wait {
+    /// Until it has it, never keeping writers queued behind it for long.
+    WithoutQueueing,
+    /// Not at all: `tick()` skips a pipeline whose state is held.
+    Never,
+}
+
+/// Takes `EXCLUSIVE` on the pipeline's state table, as its owner; false when `wait` is
+/// [`Wait::Never`] and a writer holds it.
+fn lock_state(p: &Pipeline, wait: Wait) -> bool {
+    let table = p.def.table("state");
+    p.as_owner(|| {
+        let rel = locks::relation_oid(&p.def.name, &table);
+        match wait {
+            Wait::WithoutQueueing => {
+                locks::exclusive_without_queueing(rel, &table);
+                true
+            }
+            Wait::Never => locks::try_exclusive(rel),
+        }
+    })
 }
 
 /// The sources of a pipeline and the processing time to judge them at.
@@ -133,7 +149,18 @@ fn apply_announcing(p: &Pipeline, change: Change<'_>, written: Versions) -> Outc
 }
 
 fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
-    p.as_owner(|| Spi::connect_mut(|client| lock_state(client, p)));
+    apply_waiting(p, change, Wait::WithoutQueueing).expect("the lock is taken when it may wait")
+}
+
+/// [`apply_quietly`], with the lock taken as `wait` says; `None` when it was not taken.
+fn apply_waiting(p: &Pipeline, change: Change<'_>, wait: Wait) -> Option<Outcome> {
+    if !lock_state(p, wait) {
+        return None;
+    }
+    Some(apply_locked(p, change))
+}
+
+fn apply_locked(p: &Pipeline, change: Change<'_>) -> Outcome {
     let (current, new) =
         as_catalog_owner(|| Spi::connect_mut(|client| move_watermark(client, p, change)));
     let Some(new) = new else {
@@ -364,30 +391,17 @@ fn mark_idle(
     TableIterator::once(apply(&p, Change::MarkIdle { source }))
 }
 
-/// `eventtime.tick()`: what processing time moves, for every pipeline the caller may manage.
-/// A pipeline with a `clock_lag` has its source `clock` advanced to `now() - clock_lag`; every
-/// pipeline with an `idle_timeout` has its watermark computed again, since sources may have timed
-/// out since the last change. Each then fires and purges what its new watermark makes due. A
-/// pipeline with nothing due is only read, without a lock, so a tick that has nothing to do is
-/// cheap. Returns one row per pipeline whose watermark moved.
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
-fn tick() -> TableIterator<
-    'static,
-    (
-        name!(pipeline, String),
-        name!(windows_fired, i64),
-        name!(windows_purged, i64),
-        name!(watermark, Option<TimestampWithTimeZone>),
-    ),
-> {
+/// The pipelines `eventtime.tick()` looks at: those with a clock or an idle timeout whose
+/// owner's privileges the caller has.
+fn tick_candidates() -> Vec<String> {
     let caller = security::caller();
-    let names: Vec<String> = as_catalog_owner(|| {
+    as_catalog_owner(|| {
         Spi::connect(|client| {
             client
                 .select(
-                    "SELECT name FROM _eventtime.pipeline \
-                     WHERE (clock_lag IS NOT NULL OR idle_timeout IS NOT NULL) AND pg_has_role($1, owner, 'USAGE') \
+                    "SELECT name FROM _eventtime.pipeline p \
+                     WHERE (clock_lag IS NOT NULL OR idle_timeout IS NOT NULL) \
+                       AND pg_has_role($1, _eventtime.owner_of(p.source, p.owner), 'USAGE') \
                      ORDER BY name",
                     None,
                     &[caller.into()],
@@ -396,64 +410,111 @@ fn tick() -> TableIterator<
                 .map(|r| r.get::<String>(1).expect("name").expect("name"))
                 .collect()
         })
+    })
+}
+
+/// What `eventtime.tick()` does for one pipeline. A pipeline with a `clock_lag` has its source
+/// `clock` advanced to `now() - clock_lag`; one with an `idle_timeout` has its watermark computed
+/// again, since sources may have timed out since the last change. It then fires and purges what
+/// its new watermark makes due. A pipeline with nothing due is only read, without a lock, so a
+/// tick that has nothing to do is cheap; one whose state a writer holds is skipped (`busy`), never
+/// waited for: `tick()` runs every pipeline of the database, and one tenant's open transaction
+/// must not stop the others.
+fn tick_one(name: &str) -> (Option<Outcome>, bool) {
+    let p = catalog::load(name);
+    require_read_committed(name, "eventtime.tick");
+    let now = now();
+    let change = match p.def.clock_lag {
+        Some(lag) => Change::Advance {
+            source: CLOCK_SOURCE,
+            to: tstz(time::add(now, -lag)),
+            quiet: true,
+        },
+        None => Change::Recompute,
+    };
+    // Without a lock: is anything due? The clock source is written whenever it moves, so that it
+    // never looks idle; otherwise only a pipeline watermark that moves is worth the lock.
+    let (before, due) = as_catalog_owner(|| {
+        Spi::connect(|client| {
+            let current = client
+                .select(
+                    "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
+                    None,
+                    &[p.id.into()],
+                )
+                .expect("catalog read")
+                .first()
+                .get::<TimestampWithTimeZone>(1)
+                .expect("watermark");
+            let (list, now) = sources(client, p.id);
+            let due = match &change {
+                Change::Advance { source, to, .. } => list
+                    .iter()
+                    .find(|s| s.name == *source)
+                    .is_none_or(|s| to.into_inner() > s.watermark),
+                _ => {
+                    let cur = current.map(|c| c.into_inner());
+                    clock::pipeline_watermark(cur, &list, now, p.def.idle_timeout)
+                        .is_some_and(|new| cur.is_none_or(|c| new > c))
+                }
+            };
+            (current, due)
+        })
     });
-    let mut rows = Vec::new();
-    for name in names {
-        let p = catalog::load(&name);
-        require_read_committed(&name, "eventtime.tick");
-        let now = now();
-        let change = match p.def.clock_lag {
-            Some(lag) => Change::Advance {
-                source: CLOCK_SOURCE,
-                to: tstz(time::add(now, -lag)),
-                quiet: true,
-            },
-            None => Change::Recompute,
-        };
-        // Without a lock: is anything due? The clock source is written whenever it moves, so
-        // that it never looks idle; otherwise only a pipeline watermark that moves is worth the
-        // advance's lock.
-        let (before, due) = as_catalog_owner(|| {
-            Spi::connect(|client| {
-                let current = client
-                    .select(
-                        "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
-                        None,
-                        &[p.id.into()],
-                    )
-                    .expect("catalog read")
-                    .first()
-                    .get::<TimestampWithTimeZone>(1)
-                    .expect("watermark");
-                let (list, now) = sources(client, p.id);
-                let due = match &change {
-                    Change::Advance { source, to, .. } => list
-                        .iter()
-                        .find(|s| s.name == *source)
-                        .is_none_or(|s| to.into_inner() > s.watermark),
-                    _ => {
-                        let cur = current.map(|c| c.into_inner());
-                        clock::pipeline_watermark(cur, &list, now, p.def.idle_timeout)
-                            .is_some_and(|new| cur.is_none_or(|c| new > c))
-                    }
-                };
-                (current, due)
-            })
-        });
-        if !due {
-            continue;
-        }
-        let (fired, purged, after) = apply(&p, change);
-        if after != before {
-            rows.push((name, fired, purged, after));
-        }
+    if !due {
+        return (None, false);
     }
-    TableIterator::new(rows)
+    let Some((fired, purged, after)) = apply_waiting(&p, change, Wait::Never) else {
+        return (None, true);
+    };
+    announce::announce(
+        &p.def.name,
+        Versions {
+            main: fired,
+            ..Versions::default()
+        },
+        after.map(|w| w.into_inner()),
+    );
+    if after == before {
+        return (None, false);
+    }
+    (Some((fired, purged, after)), false)
 }
 
 #[pg_schema]
 mod _eventtime {
     use super::*;
+
+    /// The pipelines `eventtime.tick()` runs, one row each, in name order.
+    #[pg_extern(stable, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn tick_candidates() -> SetOfIterator<'static, String> {
+        SetOfIterator::new(super::tick_candidates())
+    }
+
+    /// `eventtime.tick()` for one pipeline: what it fired and purged and the watermark, when the
+    /// watermark moved; `busy` when a writer holds its state, and nothing was done.
+    // pgrx reads the column names from the `name!` types of the signature.
+    #[allow(clippy::type_complexity)]
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn tick_pipeline(
+        pipeline: &str,
+    ) -> TableIterator<
+        'static,
+        (
+            name!(windows_fired, Option<i64>),
+            name!(windows_purged, Option<i64>),
+            name!(watermark, Option<TimestampWithTimeZone>),
+            name!(busy, bool),
+        ),
+    > {
+        let row = match tick_one(pipeline) {
+            (Some((fired, purged, after)), _) => (Some(fired), Some(purged), after, false),
+            (None, busy) => (None, None, None, busy),
+        };
+        TableIterator::once(row)
+    }
 
     /// Raises the isolation error for an ingest statement of a pipeline with a watermark lag or
     /// session windows; its trigger function calls this only outside READ COMMITTED, before it
@@ -535,7 +596,7 @@ mod _eventtime {
                 client
                     .select(
                         "SELECT id, name FROM _eventtime.pipeline p \
-                         WHERE _eventtime.may_read($1, p.owner, p.view_schema, p.name) ORDER BY name",
+                         WHERE _eventtime.may_read($1, _eventtime.owner_of(p.source, p.owner), p.view_schema, p.name) ORDER BY name",
                         None,
                         &[caller.into()],
                     )

@@ -18,7 +18,8 @@ pub struct Pipeline {
     /// False when the source table was dropped after the pipeline was created.
     pub source_exists: bool,
     pub source_oid: pg_sys::Oid,
-    /// The role that owns the pipeline's objects, as whom its statements run.
+    /// The role that owns the pipeline's objects, as whom its statements run: the source table's
+    /// current owner (`_eventtime.owner_of`), or the recorded one once the table is gone.
     pub owner: pg_sys::Oid,
 }
 
@@ -51,7 +52,7 @@ pub fn load(name: &str) -> Pipeline {
                 "SELECT p.id, p.definition::text, p.source::oid, p.view_schema::text, p.event_time::text, \
                         (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                           WHERE c.oid = p.source), \
-                        p.owner::oid \
+                        _eventtime.owner_of(p.source, p.owner) \
                  FROM _eventtime.pipeline p WHERE p.name = $1",
                 None,
                 &[name.into()],
@@ -127,7 +128,7 @@ pub fn name_and_event_time(id: i32) -> (String, String) {
     let caller = security::caller();
     let (name, column) = as_catalog_owner(|| {
         Spi::get_two_with_args::<String, String>(
-            "SELECT name, event_time::text FROM _eventtime.pipeline WHERE id = $1 AND pg_has_role($2, owner, 'USAGE')",
+            "SELECT name, event_time::text FROM _eventtime.pipeline p WHERE id = $1 AND pg_has_role($2, _eventtime.owner_of(p.source, p.owner), 'USAGE')",
             &[id.into(), caller.into()],
         )
         .unwrap_or((None, None))

@@ -87,6 +87,8 @@ pub enum EtError {
     },
     /// 55000: the source table of the pipeline no longer exists.
     SourceGone { pipeline: String },
+    /// 55000: a table of the pipeline is gone (its owner dropped or renamed it).
+    TableGone { pipeline: String, table: String },
     /// 55000: history and refused rows are written by the pipeline only.
     ReadOnly {
         pipeline: String,
@@ -146,6 +148,7 @@ impl EtError {
             WrongIsolation { .. } | WroteInTransaction { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             NotSupported { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
             SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            TableGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
             NotGroupable { .. } => ERRCODE_UNDEFINED_FUNCTION,
@@ -227,6 +230,9 @@ impl EtError {
             WrongIsolation { function, pipeline } => {
                 format!("{function} of pipeline \"{pipeline}\" must run at isolation level READ COMMITTED")
             }
+            TableGone { pipeline, table } => {
+                format!("table {table} of pipeline \"{pipeline}\" does not exist")
+            }
             SourceGone { pipeline } => {
                 format!("source table of pipeline \"{pipeline}\" no longer exists")
             }
@@ -292,7 +298,8 @@ impl EtError {
             ReadOnly { what, .. } if what == "history" => {
                 Some("Published versions are never changed; late rows and restatements add new versions.".into())
             }
-            ReadOnly { .. } => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
+            ReadOnly { what, .. } if what == "refused rows" => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
+            ReadOnly { .. } => Some("The folds of restatements and the event-id ledger are written by the pipeline's own statements only.".into()),
             ReservedColumn { detail, .. } => Some(detail.clone()),
             NotGroupable { hash: true, .. } => Some("Session windows find the live sessions of a key, and take its turn, by a hash of the key made with each type's default hash function; this type has none.".into()),
             NotGroupable { .. } => Some("Keys and event ids are grouped and deduplicated with a btree ordering; json and similar types have none.".into()),
@@ -348,6 +355,7 @@ impl EtError {
             ),
             WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),
             SourceGone { .. } => Some("Drop the pipeline with eventtime.drop_pipeline().".into()),
+            TableGone { pipeline, .. } => Some(format!("The pipeline cannot go on without it: drop it with eventtime.drop_pipeline('{pipeline}') and create it again.")),
             ReadOnly { .. } => Some("Only the pipeline writes here; drop the pipeline to remove it.".into()),
             ReservedColumn { .. } => Some("Rename the aggregate with AS; for a key, choose another column.".into()),
             NotGroupable { .. } => Some("Use a column of another type, or cast it in a generated column (jsonb, text).".into()),

@@ -4,5 +4,7 @@ pub mod announce;
 pub mod catalog;
 pub mod error;
 pub mod jsonb;
+pub mod locks;
+pub mod members;
 pub mod security;
 pub mod zone;

@@ -36,8 +36,10 @@ CREATE TABLE _eventtime.pipeline (
     max_ahead        interval,
     aggregates       text NOT NULL,
     definition       jsonb NOT NULL,
-    -- The owner of the source table when the pipeline was created: every object of the pipeline
-    -- belongs to it, its statements run as it, and it (or a role with its privileges) manages it.
+    -- The owner of the source table when the pipeline was created, or when ALTER TABLE ... OWNER TO
+    -- last moved it: every object of the pipeline belongs to the table's current owner
+    -- (_eventtime.owner_of), its statements run as it, and it (or a role with its privileges)
+    -- manages it.
     owner            regrole NOT NULL,
     watermark        timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now()
@@ -77,14 +79,28 @@ CREATE INDEX ON _eventtime.duplicate_counts (pipeline_id);
 -- FOR SHARE (which needs UPDATE on a column) and records duplicates. Row-level security limits that
 -- to the pipelines of roles whose privileges the current role has; the UPDATE policy lets the
 -- row lock through and refuses every actual update.
+-- The role a pipeline belongs to: its source table's current owner (SPEC §9), or, once the
+-- table is gone, the owner recorded at creation. REASSIGN OWNED moves the table and every object
+-- of its pipelines together and fires no event trigger; ALTER TABLE ... OWNER TO moves the table
+-- alone, and the event trigger eventtime_table_change moves the pipeline's objects after it and
+-- records the new owner. No SET clause, so that it is inlined; every name is qualified.
+CREATE FUNCTION _eventtime.owner_of(source regclass, recorded regrole) RETURNS oid
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT coalesce((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) source::pg_catalog.oid),
+                recorded::pg_catalog.oid)
+$$;
+
 GRANT USAGE ON SCHEMA _eventtime TO PUBLIC;
 GRANT USAGE ON SCHEMA eventtime TO PUBLIC;
 ALTER TABLE _eventtime.pipeline ENABLE ROW LEVEL SECURITY;
 GRANT SELECT, UPDATE (watermark) ON _eventtime.pipeline TO PUBLIC;
+-- The recorded owner first (no subquery on the common path), then the table's current owner.
 CREATE POLICY own_pipelines ON _eventtime.pipeline FOR SELECT
-    USING (pg_catalog.pg_has_role(owner, 'USAGE'));
+    USING (pg_catalog.pg_has_role(owner, 'USAGE') OR pg_catalog.pg_has_role(_eventtime.owner_of(source, owner), 'USAGE'));
 CREATE POLICY lock_only ON _eventtime.pipeline FOR UPDATE
-    USING (pg_catalog.pg_has_role(owner, 'USAGE')) WITH CHECK (false);
+    USING (pg_catalog.pg_has_role(owner, 'USAGE') OR pg_catalog.pg_has_role(_eventtime.owner_of(source, owner), 'USAGE'))
+    WITH CHECK (false);
 ALTER TABLE _eventtime.duplicate_counts ENABLE ROW LEVEL SECURITY;
 GRANT INSERT ON _eventtime.duplicate_counts TO PUBLIC;
 CREATE POLICY own_pipelines ON _eventtime.duplicate_counts FOR INSERT

@@ -18,7 +18,7 @@ $$;
 CREATE VIEW eventtime.pipelines AS
 SELECT p.name,
        p.source,
-       p.owner,
+       _eventtime.owner_of(p.source, p.owner)::regrole AS owner,
        p.event_time,
        p.key_columns,
        p.event_id,
@@ -42,10 +42,12 @@ SELECT p.name,
        c.refused,
        coalesce((SELECT sum(d.duplicates) FROM _eventtime.duplicate_counts d WHERE d.pipeline_id = p.id), 0)::bigint
          AS duplicates,
-       p.created_at
+       p.created_at,
+       c.idle_writers
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
-WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), p.owner, p.view_schema, p.name);
+WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
+                          _eventtime.owner_of(p.source, p.owner), p.view_schema, p.name);
 
 GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 
@@ -86,22 +88,78 @@ AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
 COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
   'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, and the sources the watermark waits for.';
 
-COMMENT ON FUNCTION eventtime.tick() IS
-  'What processing time moves, for every pipeline the caller may manage: advances the source "clock" of pipelines with a clock_lag to now() - clock_lag, applies idle timeouts, fires and purges what is due; one row per pipeline whose watermark moved. Schedule it with pg_cron.';
-
--- Renaming a column a pipeline uses would make every insert into its source table fail: the
--- ALTER TABLE is refused (see _eventtime.check_columns).
-CREATE FUNCTION _eventtime.on_alter_table() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+-- tick() runs each pipeline in a subtransaction of its own: one that fails is reported (a
+-- WARNING, and its row's skipped) and rolled back alone; one whose state a writer holds is
+-- skipped without waiting (_eventtime.tick_pipeline). The others move.
+CREATE FUNCTION eventtime.tick()
+RETURNS TABLE (pipeline text, windows_fired bigint, windows_purged bigint, watermark timestamptz, skipped text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    r record;
 BEGIN
-    PERFORM _eventtime.check_columns(pg_catalog.array_agg(c.objid))
-    FROM pg_catalog.pg_event_trigger_ddl_commands() c
-    WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
+    FOR pipeline IN SELECT * FROM _eventtime.tick_candidates() LOOP
+        BEGIN
+            SELECT * INTO r FROM _eventtime.tick_pipeline(pipeline);
+            IF r.busy THEN
+                windows_fired := 0; windows_purged := 0; watermark := NULL;
+                skipped := 'busy: a writer holds the pipeline''s state; the next tick tries again';
+                RETURN NEXT;
+            ELSIF r.watermark IS NOT NULL THEN
+                windows_fired := r.windows_fired; windows_purged := r.windows_purged;
+                watermark := r.watermark; skipped := NULL;
+                RETURN NEXT;
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'eventtime.tick(): pipeline "%" failed and was skipped: %', pipeline, SQLERRM
+                USING ERRCODE = SQLSTATE;
+            windows_fired := 0; windows_purged := 0; watermark := NULL;
+            skipped := 'error ' || SQLSTATE || ': ' || SQLERRM;
+            RETURN NEXT;
+        END;
+    END LOOP;
 END
 $$;
-CREATE EVENT TRIGGER eventtime_alter_table ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
-    EXECUTE FUNCTION _eventtime.on_alter_table();
+
+-- The advance's wait in the lock queue, bounded (see src/pg/locks.rs): true when it got the lock.
+CREATE FUNCTION _eventtime.lock_briefly(rel regclass) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET lock_timeout = '20ms'
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN EXCLUSIVE MODE', rel);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
+COMMENT ON FUNCTION eventtime.tick() IS
+  'What processing time moves, for every pipeline the caller may manage: advances the source "clock" of pipelines with a clock_lag to now() - clock_lag, applies idle timeouts, fires and purges what is due; one row per pipeline whose watermark moved, or that it skipped (skipped says why: a writer held it, or it failed). Schedule it with pg_cron.';
+
+-- Renaming a column a pipeline uses would make every insert into its source table fail: the
+-- ALTER TABLE is refused (see _eventtime.check_columns). A table that joins or leaves the tree
+-- of a pipeline's source (a partition created, attached or detached, an inheritance child)
+-- gets or loses the pipeline's trigger (see _eventtime.sync_members).
+CREATE FUNCTION _eventtime.on_table_change() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tables oid[];
+BEGIN
+    SELECT pg_catalog.array_agg(c.objid) INTO tables
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+    WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
+    IF tables IS NULL THEN
+        RETURN;
+    END IF;
+    IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER TABLE' THEN
+        PERFORM _eventtime.check_columns(tables);
+    END IF;
+    PERFORM _eventtime.sync_members(tables);
+END
+$$;
+CREATE EVENT TRIGGER eventtime_table_change ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE')
+    EXECUTE FUNCTION _eventtime.on_table_change();
 
 COMMENT ON FUNCTION eventtime.restate(text, timestamptz, timestamptz, jsonb) IS
   'Folds the refused rows not yet folded of the windows starting at window_from (or in [window_from, window_to)), of every key or of the key given as a JSON object, into one new version per window, kind restatement: the latest version plus those rows. Returns one row per version written. For the pipeline''s owner.';

@@ -10,10 +10,18 @@ CREATE INDEX ON _eventtime."p7_refused" (window_start);
 CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
 CREATE TABLE _eventtime."p7_ids" (window_start timestamptz NOT NULL, "store" text, event_id bigint NOT NULL);
 CREATE UNIQUE INDEX ON _eventtime."p7_ids" (window_start, "store", event_id) NULLS NOT DISTINCT;
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'history');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'refused rows');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'folds');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_ids" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'event-id ledger');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_folds" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_ids" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'event-id ledger');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_ids" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'event-id ledger');
 
 -- trigger function
 CREATE FUNCTION _eventtime."p7_ingest_sql"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -306,11 +314,11 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 
 -- hand over
-ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_ids" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_state" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_ids" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_history" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_refused" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_folds" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest_sql"() FROM PUBLIC;

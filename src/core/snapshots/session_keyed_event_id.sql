@@ -9,12 +9,22 @@ CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time 
 CREATE INDEX ON _eventtime."p7_refused" (window_start);
 CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
 CREATE INDEX ON _eventtime."p7_state" (_et_h);
+CREATE TABLE _eventtime."p7_locks" (bucket integer PRIMARY KEY);
+INSERT INTO _eventtime."p7_locks" SELECT pg_catalog.generate_series(0, 1023);
 CREATE TABLE _eventtime."p7_ids" ("store" text, event_id bigint NOT NULL);
 CREATE UNIQUE INDEX ON _eventtime."p7_ids" ("store", event_id) NULLS NOT DISTINCT;
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'history');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'refused rows');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'folds');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_ids" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'event-id ledger');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_folds" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_ids" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'event-id ledger');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_ids" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'event-id ledger');
 
 -- trigger function
 CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -31,7 +41,7 @@ IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
 PERFORM _eventtime.refuse_lag_isolation(7);
 END IF;
 LOCK TABLE _eventtime."p7_state" IN ROW EXCLUSIVE MODE;
-PERFORM pg_catalog.pg_advisory_xact_lock(7, h.h) FROM (SELECT DISTINCT pg_catalog.hash_record(ROW(r."store")) & 1023 AS h FROM new_rows r ORDER BY 1) h;
+PERFORM FROM _eventtime."p7_locks" b WHERE b.bucket IN (SELECT pg_catalog.hash_record(ROW(r."store")) & 1023 FROM new_rows r) ORDER BY b.bucket FOR UPDATE OF b;
 WITH /* pg_eventtime ingest */ wm AS MATERIALIZED (
 SELECT p.watermark AS w,
 coalesce(p.watermark, '-infinity') AS w_open,
@@ -180,11 +190,12 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 
 -- hand over
-ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_ids" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_state" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_ids" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_history" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_refused" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_folds" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_locks" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 
@@ -224,4 +235,5 @@ DROP TABLE IF EXISTS _eventtime."p7_ids";
 DROP TABLE IF EXISTS _eventtime."p7_history";
 DROP TABLE IF EXISTS _eventtime."p7_refused";
 DROP TABLE IF EXISTS _eventtime."p7_folds";
+DROP TABLE IF EXISTS _eventtime."p7_locks";
 

@@ -8,10 +8,15 @@ CREATE INDEX ON _eventtime."p7_history" (_et_xid);
 CREATE TABLE _eventtime."p7_refused" (event_id text, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
 CREATE INDEX ON _eventtime."p7_refused" (window_start);
 CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'history');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'refused rows');
+CREATE TRIGGER write_guard BEFORE INSERT ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.guard_insert('Orders "daily"', 'folds');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_history" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_refused" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON _eventtime."p7_folds" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
+CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON _eventtime."p7_folds" FOR EACH STATEMENT EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'folds');
 
 -- trigger function
 CREATE FUNCTION _eventtime."p7_ingest"() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -172,10 +177,10 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 
 -- hand over
-ALTER TABLE _eventtime."p7_state" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_history" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_refused" OWNER TO "app owner";
-ALTER TABLE _eventtime."p7_folds" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_state" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_history" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_refused" OWNER TO "app owner";
+ALTER TABLE IF EXISTS _eventtime."p7_folds" OWNER TO "app owner";
 REVOKE ALL ON FUNCTION _eventtime."p7_ingest"() FROM PUBLIC;
 ALTER FUNCTION _eventtime."p7_ingest"() OWNER TO "app owner";
 

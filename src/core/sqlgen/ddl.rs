@@ -90,6 +90,16 @@ impl PipelineDef {
                 "CREATE INDEX ON {} ({INTERNAL_PREFIX}h)",
                 self.table("state")
             ));
+            // The key locks of session writers (see `session_locks`): one row per bucket.
+            out.push(format!(
+                "CREATE TABLE {} (bucket integer PRIMARY KEY)",
+                self.table("locks")
+            ));
+            out.push(format!(
+                "INSERT INTO {} SELECT pg_catalog.generate_series(0, {})",
+                self.table("locks"),
+                super::sessions::KEY_LOCKS - 1
+            ));
         }
         // Sessions dedup per key and id: a session has no window of its own to scope an id to.
         let ledger_window = if session {
@@ -110,8 +120,26 @@ impl PipelineDef {
                 prefix(&keys)
             ));
         }
-        // History and refused rows are written by the pipeline only.
-        for (t, what) in [("history", "history"), ("refused", "refused rows")] {
+        // History, refused rows, folds and the ledger are written by the pipeline only: an INSERT
+        // from anywhere but the extension's own statements (which run in a security-restricted
+        // operation) is refused, once per statement; updates, deletes and truncation always.
+        let mut guarded = vec![
+            ("history", "history"),
+            ("refused", "refused rows"),
+            ("folds", "folds"),
+        ];
+        if self.event_id.is_some() {
+            guarded.push(("ids", "event-id ledger"));
+        }
+        for (t, what) in &guarded {
+            out.push(format!(
+                "CREATE TRIGGER write_guard BEFORE INSERT ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.guard_insert({}, {})",
+                self.table(t),
+                quote_literal(&self.name),
+                quote_literal(what)
+            ));
+        }
+        for (t, what) in guarded {
             out.push(format!(
                 "CREATE TRIGGER read_only BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
                 self.table(t),
@@ -207,7 +235,7 @@ impl PipelineDef {
         let mut out: Vec<String> = self
             .tables()
             .iter()
-            .map(|t| format!("ALTER TABLE {} OWNER TO {owner}", self.table(t)))
+            .map(|t| format!("ALTER TABLE IF EXISTS {} OWNER TO {owner}", self.table(t)))
             .collect();
         for f in self.trigger_functions() {
             out.push(format!("REVOKE ALL ON FUNCTION {f}() FROM PUBLIC"));

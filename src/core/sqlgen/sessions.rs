@@ -60,9 +60,10 @@ impl PipelineDef {
     /// committed, so READ COMMITTED, as for a watermark lag), the state table's lock (taken before
     /// the key locks, in the order every writer and the advance take them, so that a writer
     /// holding a key lock never waits for the advance while the advance waits for it), and the
-    /// transaction locks of the statement's keys, in order: one per bucket of [`KEY_LOCKS`] key
-    /// hashes, so that a statement of many keys takes a bounded number of locks (each is an entry
-    /// of the server's shared lock table until the transaction ends).
+    /// locks of the statement's keys, in order: the rows of the pipeline's table `p<id>_locks`, one
+    /// per bucket of [`KEY_LOCKS`] key hashes, locked `FOR UPDATE`, so that a statement of many
+    /// keys takes a bounded number of locks. They are rows of a table only the pipeline's owner
+    /// may lock, not advisory locks, which any role may take (and so stop every writer).
     pub(super) fn session_locks(&self) -> String {
         let lock = if self.watermark_lag.is_some() {
             String::new()
@@ -77,10 +78,11 @@ impl PipelineDef {
                PERFORM {INTERNAL_SCHEMA}.refuse_lag_isolation({id});\n\
              END IF;\n\
              {lock}\
-             PERFORM pg_catalog.pg_advisory_xact_lock({id}, h.h) FROM (SELECT DISTINCT {hash} & {mask} AS h FROM new_rows r ORDER BY 1) h;\n",
+             PERFORM FROM {buckets} b WHERE b.bucket IN (SELECT {hash} & {mask} FROM new_rows r) ORDER BY b.bucket FOR UPDATE OF b;\n",
             mask = KEY_LOCKS - 1,
             id = self.id,
             hash = self.key_hash(Some("r")),
+            buckets = self.table("locks"),
         )
     }
 
