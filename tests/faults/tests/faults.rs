@@ -20,3 +20,5 @@ mod roles;
 mod sessions;
 #[path = "cases/sources.rs"]
 mod sources;
+#[path = "cases/tenancy.rs"]
+mod tenancy;
