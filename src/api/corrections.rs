@@ -61,6 +61,16 @@ fn readable(name: &str, function: &str, views: &[&str]) -> Pipeline {
         .expect("privilege check")
         .unwrap_or(false)
     });
+    if missing.is_some() && !p.readable() {
+        // Neither the owner nor the views of a pipeline the caller may not read are named.
+        EtError::PermissionDenied {
+            message: format!("permission denied for pipeline \"{name}\""),
+            hint: format!(
+                "{function} reads the pipeline's views: its owner can GRANT SELECT on them."
+            ),
+        }
+        .raise()
+    }
     if let Some(v) = missing {
         EtError::PermissionDenied {
             message: format!("permission denied for pipeline \"{name}\""),

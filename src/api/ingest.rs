@@ -198,21 +198,34 @@ fn ingest(
         .raise()
     }
     let caller = security::caller();
+    // Any column's INSERT privilege lets the INSERT below be tried: it names only the columns the
+    // rows give, and PostgreSQL checks the caller's privileges on them as for any INSERT.
     let may_insert = Spi::get_one_with_args::<bool>(
-        "SELECT has_table_privilege($1, $2, 'INSERT')",
+        "SELECT has_any_column_privilege($1, $2, 'INSERT')",
         &[caller.into(), p.source_oid.into()],
     )
     .expect("privilege check")
     .unwrap_or(false);
     if !may_insert {
-        EtError::PermissionDenied {
-            message: format!("permission denied for table {}", p.def.source),
-            hint: format!(
+        // The table and its owner are named only to a caller that may read the pipeline.
+        let readable = p.readable();
+        let hint = if readable {
+            format!(
                 "eventtime.ingest inserts into the source table of pipeline \"{pipeline}\": its owner, {}, can GRANT INSERT ON {} TO {}.",
                 security::role_name(p.owner),
                 p.def.source,
                 security::role_name(caller)
-            ),
+            )
+        } else {
+            format!("eventtime.ingest inserts into the source table of pipeline \"{pipeline}\": its owner can GRANT INSERT on it.")
+        };
+        EtError::PermissionDenied {
+            message: if readable {
+                format!("permission denied for table {}", p.def.source)
+            } else {
+                format!("permission denied for pipeline \"{pipeline}\"")
+            },
+            hint,
         }
         .raise()
     }
@@ -298,8 +311,13 @@ fn ingest(
             .update(collect("off").as_str(), None, &[])
             .expect("collect counts");
     });
-    let c = LAST_COUNTS
-        .with(|c| c.borrow_mut().remove(&p.id))
-        .unwrap_or_default();
+    let Some(c) = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)) else {
+        // No trigger of the pipeline counted the rows: the pipeline was dropped after this call
+        // read it (its trigger went with it). Fail, so that the rows are not inserted uncounted.
+        EtError::UnknownPipeline {
+            name: pipeline.to_string(),
+        }
+        .raise()
+    };
     TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))
 }

@@ -284,7 +284,7 @@ fn window_spec(
             let Some(zone_name) = zone::canonical(given) else {
                 invalid(
                     format!("time zone \"{given}\" is not in the time zone database"),
-                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin'. Abbreviations such as 'CET' are not zones: their meaning depends on the session, and they have no summer time."),
+                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin'. Abbreviations such as 'CET' are not zones: their meaning depends on the session, and they have no summer time. Names that stand for the host's settings (localtime, posixrules) or for no zone (Factory) are not accepted either."),
                 )
                 .raise()
             };
@@ -737,7 +737,8 @@ fn create_pipeline(
         "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
          window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead, \
          window_kind, window_slide, time_zone, session_gap) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19, $20) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19, $20) \
+         ON CONFLICT (name) DO NOTHING RETURNING id",
         &[
             name.into(),
             source_oid.into(),
@@ -764,7 +765,13 @@ fn create_pipeline(
         ],
     )
     .expect("catalog insert")
-    .expect("id")
+    })
+    // A concurrent create_pipeline of the same name committed first.
+    .unwrap_or_else(|| {
+        EtError::DuplicatePipeline {
+            name: name.to_string(),
+        }
+        .raise()
     });
 
     // The internal tables and the trigger function go into schema _eventtime, where only the

@@ -73,28 +73,13 @@ pub(crate) fn require_read_committed(pipeline: &str, function: &'static str) {
     }
 }
 
-/// How the advance takes its lock on the state table (see `pg::locks`).
-#[derive(Clone, Copy, PartialEq)]
-enum Wait {
-    /// Until it has it, never keeping writers queued behind it for long.
-    WithoutQueueing,
-    /// Not at all: `tick()` skips a pipeline whose state is held.
-    Never,
-}
-
-/// Takes `EXCLUSIVE` on the pipeline's state table, as its owner; false when `wait` is
-/// [`Wait::Never`] and a writer holds it.
-fn lock_state(p: &Pipeline, wait: Wait) -> bool {
+/// Takes `EXCLUSIVE` on the pipeline's state table, as its owner, without making writers queue
+/// behind its wait (see `pg::locks`).
+fn lock_state(p: &Pipeline) {
     let table = p.def.table("state");
     p.as_owner(|| {
         let rel = locks::relation_oid(&p.def.name, &table);
-        match wait {
-            Wait::WithoutQueueing => {
-                locks::exclusive_without_queueing(rel, &table);
-                true
-            }
-            Wait::Never => locks::try_exclusive(rel),
-        }
+        locks::exclusive_without_queueing(rel, &table);
     })
 }
 
@@ -149,15 +134,8 @@ fn apply_announcing(p: &Pipeline, change: Change<'_>, written: Versions) -> Outc
 }
 
 fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
-    apply_waiting(p, change, Wait::WithoutQueueing).expect("the lock is taken when it may wait")
-}
-
-/// [`apply_quietly`], with the lock taken as `wait` says; `None` when it was not taken.
-fn apply_waiting(p: &Pipeline, change: Change<'_>, wait: Wait) -> Option<Outcome> {
-    if !lock_state(p, wait) {
-        return None;
-    }
-    Some(apply_locked(p, change))
+    lock_state(p);
+    apply_locked(p, change)
 }
 
 fn apply_locked(p: &Pipeline, change: Change<'_>) -> Outcome {
@@ -417,10 +395,10 @@ fn tick_candidates() -> Vec<String> {
 /// `clock` advanced to `now() - clock_lag`; one with an `idle_timeout` has its watermark computed
 /// again, since sources may have timed out since the last change. It then fires and purges what
 /// its new watermark makes due. A pipeline with nothing due is only read, without a lock, so a
-/// tick that has nothing to do is cheap; one whose state a writer holds is skipped (`busy`), never
-/// waited for: `tick()` runs every pipeline of the database, and one tenant's open transaction
-/// must not stop the others.
-fn tick_one(name: &str) -> (Option<Outcome>, bool) {
+/// tick that has nothing to do is cheap. The writers that hold its state are waited for at most
+/// [`locks::TICK_WAIT`]: `tick()` runs every pipeline of the database, and one tenant's open
+/// transaction must not stop the others.
+fn tick_one(name: &str) -> Option<Outcome> {
     let p = catalog::load(name);
     require_read_committed(name, "eventtime.tick");
     let now = now();
@@ -462,23 +440,15 @@ fn tick_one(name: &str) -> (Option<Outcome>, bool) {
         })
     });
     if !due {
-        return (None, false);
+        return None;
     }
-    let Some((fired, purged, after)) = apply_waiting(&p, change, Wait::Never) else {
-        return (None, true);
-    };
-    announce::announce(
-        &p.def.name,
-        Versions {
-            main: fired,
-            ..Versions::default()
-        },
-        after.map(|w| w.into_inner()),
-    );
+    // The writers it must wait for are waited for at most TICK_WAIT: one idle in its transaction
+    // makes the lock wait fail with 55P03, which `eventtime.tick()` reports as busy.
+    let (fired, purged, after) = locks::with_lock_timeout(locks::TICK_WAIT, || apply(&p, change));
     if after == before {
-        return (None, false);
+        return None;
     }
-    (Some((fired, purged, after)), false)
+    Some((fired, purged, after))
 }
 
 #[pg_schema]
@@ -493,7 +463,8 @@ mod _eventtime {
     }
 
     /// `eventtime.tick()` for one pipeline: what it fired and purged and the watermark, when the
-    /// watermark moved; `busy` when a writer holds its state, and nothing was done.
+    /// watermark moved (NULLs otherwise). Fails with 55P03 when writers held its state for longer
+    /// than `pg::locks::TICK_WAIT`.
     // pgrx reads the column names from the `name!` types of the signature.
     #[allow(clippy::type_complexity)]
     #[pg_extern(volatile, parallel_unsafe)]
@@ -506,12 +477,11 @@ mod _eventtime {
             name!(windows_fired, Option<i64>),
             name!(windows_purged, Option<i64>),
             name!(watermark, Option<TimestampWithTimeZone>),
-            name!(busy, bool),
         ),
     > {
         let row = match tick_one(pipeline) {
-            (Some((fired, purged, after)), _) => (Some(fired), Some(purged), after, false),
-            (None, busy) => (None, None, None, busy),
+            Some((fired, purged, after)) => (Some(fired), Some(purged), after),
+            None => (None, None, None),
         };
         TableIterator::once(row)
     }

@@ -101,7 +101,7 @@ pub fn load(name: &str) -> Pipeline {
 impl Pipeline {
     /// Raises 42501 unless the caller has the privileges of the pipeline's owner.
     pub fn require_owner(&self, action: &'static str) {
-        security::require_pipeline_owner(&self.def.name, self.owner, action)
+        security::require_pipeline_owner(&self.def.name, self.owner, action, || self.readable())
     }
 
     /// Whether the caller may read the pipeline: it has the owner's privileges or may read one of

@@ -111,7 +111,8 @@ pub enum EtError {
     /// 42501: managing a pipeline the caller does not own. `action` completes "to ...".
     NotPipelineOwner {
         pipeline: String,
-        owner: String,
+        /// None for a caller that may not read the pipeline: the hint names nobody.
+        owner: Option<String>,
         action: &'static str,
     },
     /// 42501: any other missing privilege; the hint names the grant.
@@ -362,9 +363,12 @@ impl EtError {
             NotTableOwner { table, owner } => Some(format!(
                 "Table {table} belongs to role {owner}: create the pipeline as that role, or as a role that inherits its privileges."
             )),
-            NotPipelineOwner { pipeline, owner, .. } => Some(format!(
+            NotPipelineOwner { pipeline, owner: Some(owner), .. } => Some(format!(
                 "Pipeline \"{pipeline}\" belongs to role {owner}, the owner of its source table: run this as that role, or as a role that inherits its privileges."
             )),
+            NotPipelineOwner { .. } => Some(
+                "A pipeline is managed by the owner of its source table, or a role with its privileges.".into()
+            ),
             PermissionDenied { hint, .. } => Some(hint.clone()),
             ColumnInUse { pipeline, .. } => Some(format!(
                 "Keep the name, or drop the pipeline with eventtime.drop_pipeline('{}'), rename the column and create the pipeline again.",

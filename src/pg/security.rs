@@ -130,11 +130,18 @@ pub fn role_name(role: pg_sys::Oid) -> String {
 }
 
 /// Raises 42501 unless the caller has the privileges of `owner`, the owner of pipeline `pipeline`.
-pub fn require_pipeline_owner(pipeline: &str, owner: pg_sys::Oid, action: &'static str) {
+/// The hint names the owner only to a caller that may read the pipeline (`readable`): the others
+/// are not shown who owns what `eventtime.pipelines` hides from them.
+pub fn require_pipeline_owner(
+    pipeline: &str,
+    owner: pg_sys::Oid,
+    action: &'static str,
+    readable: impl FnOnce() -> bool,
+) {
     if !has_privileges_of(caller(), owner) {
         EtError::NotPipelineOwner {
             pipeline: pipeline.to_string(),
-            owner: role_name(owner),
+            owner: readable().then(|| role_name(owner)),
             action,
         }
         .raise()

@@ -109,10 +109,13 @@ pub fn windows(spec: &WindowSpec, event: Micros) -> Result<Vec<Window>, AssignEr
 /// The name of the time zone `name` in PostgreSQL's time zone database, spelled as the database
 /// spells it (`europe/berlin` is `Europe/Berlin`); `None` for a name it does not have.
 /// Abbreviations (`CET`, `EST`) are not zones: their meaning depends on the session's
-/// `timezone_abbreviations`, and they have no rules for summer time.
+/// `timezone_abbreviations`, and they have no rules for summer time. Nor are the files of a system
+/// time zone database that stand for the host's settings (`localtime`, `posixrules`) or for none
+/// (`Factory`): windows would follow the host, and change after a restore elsewhere.
 pub fn canonical(name: &str) -> Option<String> {
     Spi::get_one_with_args::<String>(
-        "SELECT (SELECT name FROM pg_catalog.pg_timezone_names WHERE lower(name) = lower($1) ORDER BY name = $1 DESC, name LIMIT 1)",
+        "SELECT (SELECT name FROM pg_catalog.pg_timezone_names WHERE lower(name) = lower($1) \
+                   AND lower(name) NOT IN ('localtime', 'posixrules', 'factory') ORDER BY name = $1 DESC, name LIMIT 1)",
         &[name.into()],
     )
     .expect("pg_timezone_names read")

@@ -89,8 +89,9 @@ COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
   'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, and the sources the watermark waits for.';
 
 -- tick() runs each pipeline in a subtransaction of its own: one that fails is reported (a
--- WARNING, and its row's skipped) and rolled back alone; one whose state a writer holds is
--- skipped without waiting (_eventtime.tick_pipeline). The others move.
+-- WARNING, and its row's skipped) and rolled back alone; one whose writers hold its state for
+-- longer than a moment (_eventtime.tick_pipeline waits 200 ms for them) is skipped as busy. The
+-- others move.
 CREATE FUNCTION eventtime.tick()
 RETURNS TABLE (pipeline text, windows_fired bigint, windows_purged bigint, watermark timestamptz, skipped text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -101,21 +102,22 @@ BEGIN
     FOR pipeline IN SELECT * FROM _eventtime.tick_candidates() LOOP
         BEGIN
             SELECT * INTO r FROM _eventtime.tick_pipeline(pipeline);
-            IF r.busy THEN
-                windows_fired := 0; windows_purged := 0; watermark := NULL;
-                skipped := 'busy: a writer holds the pipeline''s state; the next tick tries again';
-                RETURN NEXT;
-            ELSIF r.watermark IS NOT NULL THEN
+            IF r.watermark IS NOT NULL THEN
                 windows_fired := r.windows_fired; windows_purged := r.windows_purged;
                 watermark := r.watermark; skipped := NULL;
                 RETURN NEXT;
             END IF;
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'eventtime.tick(): pipeline "%" failed and was skipped: %', pipeline, SQLERRM
-                USING ERRCODE = SQLSTATE;
-            windows_fired := 0; windows_purged := 0; watermark := NULL;
-            skipped := 'error ' || SQLSTATE || ': ' || SQLERRM;
-            RETURN NEXT;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                windows_fired := 0; windows_purged := 0; watermark := NULL;
+                skipped := 'busy: a writer held the pipeline''s state (idle in its transaction?); the next tick tries again';
+                RETURN NEXT;
+            WHEN OTHERS THEN
+                RAISE WARNING 'eventtime.tick(): pipeline "%" failed and was skipped: %', pipeline, SQLERRM
+                    USING ERRCODE = SQLSTATE;
+                windows_fired := 0; windows_purged := 0; watermark := NULL;
+                skipped := 'error ' || SQLSTATE || ': ' || SQLERRM;
+                RETURN NEXT;
         END;
     END LOOP;
 END

@@ -255,6 +255,28 @@ SELECT * FROM eventtime.advance_watermark('tn_clicks', 'infinity');
 SELECT u, window_start, window_end, events FROM tn.tn_clicks_history ORDER BY u;
 
 ---------------------------------------------------------------------------------------------
+-- eventtime.ingest answers as the INSERT it stands for: column-level INSERT grants are enough
+-- for the columns they cover, and a column outside them is refused as PostgreSQL refuses it.
+---------------------------------------------------------------------------------------------
+SET ROLE regress_tn_new;
+CREATE TABLE tn.cols (id bigint, k text, secret text, at timestamptz);
+SELECT eventtime.create_pipeline(name => 'tn_cols', source => 'tn.cols', event_time => 'at', key => ARRAY['k'], window_size => '1 hour');
+GRANT INSERT (id, k, at) ON tn.cols TO regress_tn_stranger;
+RESET ROLE;
+SET ROLE regress_tn_stranger;
+SELECT * FROM eventtime.ingest('tn_cols', '{"id": 1, "k": "a", "at": "2026-10-29 10:00+00"}');
+SELECT pg_temp.try($$SELECT * FROM eventtime.ingest('tn_cols', '{"id": 2, "k": "a", "secret": "x", "at": "2026-10-29 10:00+00"}')$$);
+-- A pipeline the caller may neither write nor read: its table and owner are not named.
+SELECT pg_temp.try($$SELECT * FROM eventtime.ingest('tn_moved', '{"id": 9, "k": "a", "at": "2026-10-29 10:00+00"}')$$);
+RESET ROLE;
+SELECT * FROM eventtime.advance_watermark('tn_cols', 'infinity');
+SELECT k, events FROM tn.tn_cols_history;
+
+-- Time zones that stand for the host's settings are not zones a window can follow.
+SELECT pg_temp.try($$SELECT eventtime.create_pipeline(name => 'tn_local', source => 'tn.cols', event_time => 'at', window_size => '1 day', time_zone => 'localtime')$$);
+SELECT pg_temp.try($$SELECT eventtime.create_pipeline(name => 'tn_local', source => 'tn.cols', event_time => 'at', window_size => '1 day', time_zone => 'Factory')$$);
+
+---------------------------------------------------------------------------------------------
 -- Clean up.
 ---------------------------------------------------------------------------------------------
 SET client_min_messages = warning;
