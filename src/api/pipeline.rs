@@ -12,7 +12,8 @@ use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, PipelineDef};
 use crate::core::sqlgen::{
-    INTERNAL_PREFIX, RESERVED_COLUMNS, VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
+    INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, VIEW_SUFFIXES, WINDOW_END_COLUMN,
+    WINDOW_START_COLUMN,
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, WindowSpec, Zone};
@@ -507,7 +508,7 @@ fn create_pipeline(
         .raise()
     }
     let cols = source_columns(source_oid);
-    for added in [WINDOW_START_COLUMN, WINDOW_END_COLUMN] {
+    for added in [WINDOW_START_COLUMN, WINDOW_END_COLUMN, ROW_NUMBER_COLUMN] {
         if cols.iter().any(|c| c.name == added) {
             EtError::DuplicateColumn {
                 name: added.to_string(),
@@ -712,6 +713,7 @@ fn create_pipeline(
         .collect();
 
     let late_deltas = !window.is_session();
+    let refused_doc_once = window.multi();
     let mut def = PipelineDef {
         id: 0,
         name: name.to_string(),
@@ -729,6 +731,7 @@ fn create_pipeline(
         max_ahead: max_ahead_us,
         late_deltas,
         late_row_flag: late_deltas,
+        refused_doc_once,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

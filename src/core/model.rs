@@ -85,6 +85,12 @@ pub struct PipelineDef {
     /// whose index reads `version`.
     #[serde(default)]
     pub late_row_flag: bool,
+    /// Whether a row refused for several windows (hopping windows, calendar periods sliding by
+    /// less than their size) keeps its document once: the refused row of its first window holds
+    /// `row`, the others name it in `_et_doc_of`. False for pipelines created before, whose
+    /// refused rows each hold the document, and for kinds with one window per row.
+    #[serde(default)]
+    pub refused_doc_once: bool,
 }
 
 /// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
@@ -122,6 +128,7 @@ pub(crate) fn sample() -> PipelineDef {
         max_ahead: Some(86_400_000_000),
         late_deltas: true,
         late_row_flag: true,
+        refused_doc_once: false,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

@@ -5,7 +5,7 @@ CREATE INDEX ON _eventtime."p7_state" (window_end);
 CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, "store", version DESC) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_history" (_et_xid);
-CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time timestamptz NOT NULL, "row" jsonb NOT NULL, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
+CREATE TABLE _eventtime."p7_refused" ("store" text, event_id bigint, event_time timestamptz NOT NULL, "row" jsonb, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), _et_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, _et_doc_of bigint CHECK ((_et_doc_of IS NULL) <> ("row" IS NULL)));
 CREATE INDEX ON _eventtime."p7_refused" (window_start);
 CREATE TABLE _eventtime."p7_folds" (refused_id bigint PRIMARY KEY, version integer NOT NULL);
 CREATE TABLE _eventtime."p7_ids" (window_start timestamptz NOT NULL, "store" text, event_id bigint NOT NULL);
@@ -54,9 +54,9 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS NOT MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc, r."_et_row" AS _et_rn
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
-FROM new_rows n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
+FROM (SELECT t.*, pg_catalog.row_number() OVER () AS "_et_row" FROM new_rows t) n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
 fresh AS (
@@ -74,9 +74,18 @@ FROM batch
 ),
 kept AS NOT MATERIALIZED (SELECT * FROM cls),
 refused AS (
-INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
-FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
+WITH pairs AS MATERIALIZED (
+SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start") = 1 AS _et_first
+FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
+), docs AS MATERIALIZED (
+SELECT p._et_rn, pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) AS _et_doc_id FROM pairs p WHERE p._et_first
+)
+INSERT INTO _eventtime."p7_refused" (_et_id, "store", event_id, event_time, "row", window_start, window_end, deadline, watermark, _et_doc_of)
+OVERRIDING SYSTEM VALUE
+SELECT CASE WHEN c._et_first THEN d._et_doc_id ELSE pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) END, c."store", c._et_eid, c._et_et,
+CASE WHEN c._et_first THEN c._et_doc END, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w,
+CASE WHEN NOT c._et_first THEN d._et_doc_id END
+FROM pairs c JOIN docs d ON d._et_rn = c._et_rn CROSS JOIN wm
 RETURNING 1
 ),
 appended AS (
@@ -128,10 +137,10 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
-pg_catalog.row_number() OVER () AS _et_ord
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc,
+pg_catalog.row_number() OVER () AS _et_ord, r."_et_row" AS _et_rn
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
-FROM new_rows n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
+FROM (SELECT t.*, pg_catalog.row_number() OVER () AS "_et_row" FROM new_rows t) n LEFT JOIN LATERAL _eventtime.hop(n."ordered_at", 10800000000, 3600000000, 0) w ON true OFFSET 0) r
 CROSS JOIN wm
 ),
 cls_n AS MATERIALIZED (
@@ -166,9 +175,18 @@ SELECT "store", "_et_window_start", "_et_window_end", max(_et_landing) AS _et_la
 FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start", "_et_window_end"
 ),
 refused AS (
-INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT c."store", c._et_eid, c._et_et, c._et_doc, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w
-FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
+WITH pairs AS MATERIALIZED (
+SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start") = 1 AS _et_first
+FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
+), docs AS MATERIALIZED (
+SELECT p._et_rn, pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) AS _et_doc_id FROM pairs p WHERE p._et_first
+)
+INSERT INTO _eventtime."p7_refused" (_et_id, "store", event_id, event_time, "row", window_start, window_end, deadline, watermark, _et_doc_of)
+OVERRIDING SYSTEM VALUE
+SELECT CASE WHEN c._et_first THEN d._et_doc_id ELSE pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) END, c."store", c._et_eid, c._et_et,
+CASE WHEN c._et_first THEN c._et_doc END, c."_et_window_start", c."_et_window_end", c."_et_window_end" + interval '24:00:00.000000', wm.w,
+CASE WHEN NOT c._et_first THEN d._et_doc_id END
+FROM pairs c JOIN docs d ON d._et_rn = c._et_rn CROSS JOIN wm
 RETURNING 1
 ),
 appended AS (
@@ -229,7 +247,7 @@ CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCI
 CREATE VIEW "public"."Orders ""daily""_history" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history";
 CREATE VIEW "public"."Orders ""daily""_latest" AS SELECT DISTINCT ON (window_start, "store") "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" ORDER BY window_start, "store", version DESC;
 CREATE VIEW "public"."Orders ""daily""_sealed" AS SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at FROM _eventtime."p7_history" WHERE version = 1;
-CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT r."store", r.event_id, r.event_time, r."row", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, f.version AS restated_in FROM _eventtime."p7_refused" r LEFT JOIN _eventtime."p7_folds" f ON f.refused_id = r._et_id;
+CREATE VIEW "public"."Orders ""daily""_refused" AS SELECT r."store", r.event_id, r.event_time, coalesce(r."row", d."row") AS "row", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, f.version AS restated_in FROM _eventtime."p7_refused" r LEFT JOIN _eventtime."p7_folds" f ON f.refused_id = r._et_id LEFT JOIN _eventtime."p7_refused" d ON d._et_id = r._et_doc_of;
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_history" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');

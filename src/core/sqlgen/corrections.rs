@@ -23,8 +23,16 @@ impl PipelineDef {
 
     /// The source row of a refused row aliased `r`, typed again from its `jsonb`, as `x`.
     fn typed_row(&self, r: &str) -> String {
+        let doc = if self.refused_doc_once {
+            format!(
+                "coalesce({r}.\"row\", (SELECT d.\"row\" FROM {} d WHERE d.{INTERNAL_PREFIX}id = {r}.{INTERNAL_PREFIX}doc_of))",
+                self.table("refused")
+            )
+        } else {
+            format!("{r}.\"row\"")
+        };
         format!(
-            "CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::{}, {r}.\"row\") x",
+            "CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::{}, {doc}) x",
             self.source
         )
     }

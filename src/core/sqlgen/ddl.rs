@@ -67,12 +67,19 @@ impl PipelineDef {
                 self.table("history")
             ),
             format!(
-                "CREATE TABLE {} ({kd}event_id {}, event_time timestamptz NOT NULL, \"row\" jsonb NOT NULL, \
+                "CREATE TABLE {} ({kd}event_id {}, event_time timestamptz NOT NULL, \"row\" jsonb{row_null}, \
                  window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, deadline timestamptz NOT NULL, \
                  watermark timestamptz NOT NULL, refused_at timestamptz NOT NULL DEFAULT now(), \
-                 {INTERNAL_PREFIX}id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)",
+                 {INTERNAL_PREFIX}id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY{doc_of})",
                 self.table("refused"),
-                self.event_id.as_ref().map(|c| c.sql_type()).unwrap_or_else(|| "text".into())
+                self.event_id.as_ref().map(|c| c.sql_type()).unwrap_or_else(|| "text".into()),
+                // A row refused for several windows keeps its document in the first one's row.
+                row_null = if self.refused_doc_once { "" } else { " NOT NULL" },
+                doc_of = if self.refused_doc_once {
+                    format!(", {INTERNAL_PREFIX}doc_of bigint CHECK (({INTERNAL_PREFIX}doc_of IS NULL) <> (\"row\" IS NULL))")
+                } else {
+                    String::new()
+                }
             ),
             format!(
                 "CREATE INDEX ON {} (window_start)",
@@ -201,12 +208,22 @@ impl PipelineDef {
                 self.table("history")
             ),
             format!(
-                "CREATE VIEW {} AS SELECT {kr}r.event_id, r.event_time, r.\"row\", r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, \
-                 f.version AS restated_in FROM {} r LEFT JOIN {} f ON f.refused_id = r.{INTERNAL_PREFIX}id",
+                "CREATE VIEW {} AS SELECT {kr}r.event_id, r.event_time, {row}, r.window_start, r.window_end, r.deadline, r.watermark, r.refused_at, \
+                 f.version AS restated_in FROM {} r LEFT JOIN {} f ON f.refused_id = r.{INTERNAL_PREFIX}id{doc_join}",
                 self.view("_refused"),
                 self.table("refused"),
                 self.table("folds"),
                 kr = prefix(&self.key_names(Some("r"))),
+                row = if self.refused_doc_once {
+                    "coalesce(r.\"row\", d.\"row\") AS \"row\"".to_string()
+                } else {
+                    "r.\"row\"".to_string()
+                },
+                doc_join = if self.refused_doc_once {
+                    format!(" LEFT JOIN {} d ON d.{INTERNAL_PREFIX}id = r.{INTERNAL_PREFIX}doc_of", self.table("refused"))
+                } else {
+                    String::new()
+                },
             ),
         ];
         // Simple views would pass writes through to the tables: nobody writes history or

@@ -107,9 +107,9 @@ impl PipelineDef {
              cls AS {materialized}MATERIALIZED (\n\
                SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
-                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}' END AS _et_doc{ord}\n\
+                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}'{rn_minus} END AS _et_doc{ord}{rn_col}\n\
                FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
-                     FROM new_rows n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
+                     FROM {rows} n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
                CROSS JOIN wm\n\
              ),\n",
             wm = self.watermark_cte(),
@@ -124,6 +124,22 @@ impl PipelineDef {
             windows = self.windows_of(&format!("n.{et}")),
             ws_name = WINDOW_START_COLUMN,
             we_name = WINDOW_END_COLUMN,
+            // A row refused for several windows keeps its document once: its pairs know their row.
+            rows = if self.refused_doc_once {
+                format!("(SELECT t.*, pg_catalog.row_number() OVER () AS {rn} FROM new_rows t)", rn = quote_ident(ROW_NUMBER_COLUMN))
+            } else {
+                "new_rows".to_string()
+            },
+            rn_minus = if self.refused_doc_once {
+                format!(" - '{ROW_NUMBER_COLUMN}'")
+            } else {
+                String::new()
+            },
+            rn_col = if self.refused_doc_once {
+                format!(", r.{} AS _et_rn", quote_ident(ROW_NUMBER_COLUMN))
+            } else {
+                String::new()
+            },
         )
     }
 
@@ -343,6 +359,39 @@ impl PipelineDef {
         )
     }
 
+    /// The refused rows of the statement for many rows when a row refused for several windows
+    /// keeps its document once ([`PipelineDef::refused_doc_once`]): the refused row of its
+    /// earliest window holds `row`, and those of its other windows name that one in `_et_doc_of`.
+    /// The ids are drawn from the identity's sequence before the insert, so that each pair knows
+    /// its document's id. One row per pair, as [`Self::refused_insert`].
+    fn refused_insert_doc_once(&self) -> String {
+        let k = prefix(&self.key_names(None));
+        let kc = prefix(&self.key_names(Some("c")));
+        let ws = quote_ident(WINDOW_START_COLUMN);
+        let we = quote_ident(WINDOW_END_COLUMN);
+        let refused = self.table("refused");
+        let next = format!(
+            "pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence({}, '{INTERNAL_PREFIX}id'))::pg_catalog.regclass)",
+            quote_literal(&refused)
+        );
+        format!(
+            "WITH pairs AS MATERIALIZED (\n\
+               SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c.{ws}) = 1 AS _et_first\n\
+               FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\n\
+             ), docs AS MATERIALIZED (\n\
+               SELECT p._et_rn, {next} AS _et_doc_id FROM pairs p WHERE p._et_first\n\
+             )\n\
+             INSERT INTO {refused} ({INTERNAL_PREFIX}id, {k}event_id, event_time, \"row\", window_start, window_end, deadline, watermark, {INTERNAL_PREFIX}doc_of)\n\
+             OVERRIDING SYSTEM VALUE\n\
+             SELECT CASE WHEN c._et_first THEN d._et_doc_id ELSE {next} END, {kc}c._et_eid, c._et_et,\n\
+                    CASE WHEN c._et_first THEN c._et_doc END, c.{ws}, c.{we}, c.{we} + {late}, wm.w,\n\
+                    CASE WHEN NOT c._et_first THEN d._et_doc_id END\n\
+             FROM pairs c JOIN docs d ON d._et_rn = c._et_rn CROSS JOIN wm\n\
+             RETURNING 1",
+            late = self.late(),
+        )
+    }
+
     /// The set-based statement run once per ingest statement of several rows against the
     /// transition table `new_rows`. It returns one row: accepted, late, refused, duplicates, and
     /// the greatest event time of the statement.
@@ -443,12 +492,16 @@ impl PipelineDef {
         let we = quote_ident(WINDOW_END_COLUMN);
         let accs = self.acc_cols();
         // The refused rows' scan is skipped when no row of the statement is past its grace.
-        let refused = self.refused_insert(
-            &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
-            (&format!("c.{ws}"), &format!("c.{we}")),
-            "wm.w",
-            "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
-        );
+        let refused = if self.refused_doc_once {
+            self.refused_insert_doc_once()
+        } else {
+            self.refused_insert(
+                &format!("{kc}c._et_eid, c._et_et, c._et_doc"),
+                (&format!("c.{ws}"), &format!("c.{we}")),
+                "wm.w",
+                "FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\nRETURNING 1",
+            )
+        };
         let rows = |landing: i32| {
             format!(
                 "SELECT {k}{ws}, {we}, _et_n{partial_cols}\n\

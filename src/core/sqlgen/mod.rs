@@ -54,6 +54,9 @@ pub const INTERNAL_PREFIX: &str = "_et_";
 /// source tables may not have columns of those names.
 pub const WINDOW_START_COLUMN: &str = "_et_window_start";
 pub const WINDOW_END_COLUMN: &str = "_et_window_end";
+/// The number of a row of the transition table, which the ingest statement adds beside its
+/// columns when a refused row keeps its document once ([`PipelineDef::refused_doc_once`]).
+pub const ROW_NUMBER_COLUMN: &str = "_et_row";
 
 /// The setting `eventtime.ingest` turns on while its INSERT runs, so that the trigger hands it the
 /// counts; plain INSERT and COPY statements skip that call.
@@ -873,6 +876,7 @@ mod tests {
             slide: 3_600_000_000,
             origin: 0,
         };
+        d.refused_doc_once = true;
         check_snapshot("hopping_keyed_event_id", &d);
     }
 

@@ -255,6 +255,31 @@ SELECT * FROM eventtime.advance_watermark('tn_clicks', 'infinity');
 SELECT u, window_start, window_end, events FROM tn.tn_clicks_history ORDER BY u;
 
 ---------------------------------------------------------------------------------------------
+-- A row refused for several windows is stored once: the refused row of its first window holds
+-- the document, the others point to it; the view and restatements read it from there.
+---------------------------------------------------------------------------------------------
+CREATE TABLE tn.hop (id bigint, k text, note text, v integer, at timestamptz);
+SELECT eventtime.create_pipeline(name => 'tn_hop', source => 'tn.hop', event_time => 'at', key => ARRAY['k'], event_id => 'id',
+    window_size => '100 hours', window_slide => '1 hour', max_ahead => NULL, aggregates => 'count(*) AS n, sum(v) AS total');
+INSERT INTO tn.hop VALUES (0, 'a', 'first', 1, '2026-10-29 10:00+00');
+SELECT * FROM eventtime.advance_watermark('tn_hop', '2026-11-01 12:00+00');
+-- One row, 19 kB, refused for the 74 windows whose deadline passed, and open in the 26 others.
+INSERT INTO tn.hop SELECT 1, 'a', string_agg(md5(g::text), ''), 5, '2026-10-29 10:00+00' FROM generate_series(1, 600) g;
+CREATE FUNCTION pg_temp.documents(p_name text) RETURNS TABLE (refused_rows bigint, documents bigint, under_200_kb boolean)
+LANGUAGE plpgsql AS $$
+DECLARE t text := format('_eventtime.p%s_refused', (SELECT id FROM _eventtime.pipeline WHERE name = p_name));
+BEGIN
+    RETURN QUERY EXECUTE format('SELECT count(*), count("row"), pg_total_relation_size(%L::regclass) < 200000 FROM %s', t, t);
+END $$;
+SELECT * FROM pg_temp.documents('tn_hop');
+SELECT count(*) AS refused_rows, count(DISTINCT "row") AS distinct_documents, bool_and(("row"->>'v')::int = 5) AS every_row_whole
+FROM tn.tn_hop_refused;
+-- A restatement of a window whose refused row points to another's document (that of the
+-- earliest window, 2026-10-25 07:00) folds its value in.
+SELECT key, window_start, version, rows_folded FROM eventtime.restate('tn_hop', '2026-10-27 08:00+00');
+SELECT window_start, version, kind, n, total FROM tn.tn_hop_history WHERE window_start = '2026-10-27 08:00+00' ORDER BY version;
+
+---------------------------------------------------------------------------------------------
 -- eventtime.ingest answers as the INSERT it stands for: column-level INSERT grants are enough
 -- for the columns they cover, and a column outside them is refused as PostgreSQL refuses it.
 ---------------------------------------------------------------------------------------------
