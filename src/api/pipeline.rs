@@ -737,11 +737,11 @@ fn create_pipeline(
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();
     let id = as_catalog_owner(|| {
         Spi::get_one_with_args::<i32>(
-        "INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
+        "WITH i AS (INSERT INTO _eventtime.pipeline (name, source, view_schema, event_time, key_columns, event_id, window_size, \
          window_origin, allowed_lateness, aggregates, definition, watermark_lag, idle_timeout, owner, clock_lag, max_ahead, \
          window_kind, window_slide, time_zone, session_gap) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14::oid::regrole, $15, $16, $17, $18, $19, $20) \
-         ON CONFLICT (name) DO NOTHING RETURNING id",
+         ON CONFLICT (name) DO NOTHING RETURNING id) SELECT (SELECT id FROM i)",
         &[
             name.into(),
             source_oid.into(),
