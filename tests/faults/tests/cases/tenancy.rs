@@ -32,20 +32,26 @@
 //! their own key and window, once each; latest `n` + refused + duplicates = source rows, and the
 //! duplicates are the redelivered copies. The stranger can advance, mark idle, drop and read the
 //! views of none of the pipelines (42501).
+//!
+//! Also `concurrent_create_and_drop_fail_cleanly`: a create_pipeline racing another of the same
+//! name, and an ingest racing the drop of its pipeline, fail with their own SQLSTATE and leave
+//! nothing half-made.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use postgres::Client;
+use postgres::{Client, SimpleQueryMessage};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use pg_eventtime_faults::cluster::Cluster;
-use pg_eventtime_faults::db::{backend_pid, describe, exec, one_i64, render, text_rows, Failure};
+use pg_eventtime_faults::db::{
+    backend_pid, describe, exec, one_i64, render, text_rows, wait_for_lock, Failure,
+};
 use pg_eventtime_faults::roles::{
     assert_logged_in_as, create_login_role, expect_denied, pipeline_ownership, table_owner,
     visible_pipelines,
@@ -1518,6 +1524,222 @@ fn tenants_keep_firing_through_an_idle_writer_a_lock_flood_and_an_owner_removal(
     assert!(bad.is_empty(), "server log:\n{}", bad.join("\n"));
     eprintln!(
         "[tenancy] passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A statement run on its own connection in a thread: its rows as text, or the error's SQLSTATE
+/// and description; the connection comes back when the thread is joined.
+type Outcome = Result<Vec<Vec<Option<String>>>, (String, String)>;
+
+fn spawn_sql(mut c: Client, sql: String) -> (mpsc::Receiver<Outcome>, thread::JoinHandle<Client>) {
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let r = c
+            .simple_query(&sql)
+            .map(|ms| {
+                ms.iter()
+                    .filter_map(|m| match m {
+                        SimpleQueryMessage::Row(r) => {
+                            Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .map_err(|e| {
+                let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+                (code, describe(&e))
+            });
+        let _ = tx.send(r);
+        c
+    });
+    (rx, h)
+}
+
+/// Waits up to 10 s until backend `pid` sleeps in `pg_sleep`.
+fn wait_for_sleep(obs: &mut Client, pid: i32) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        let r = obs
+            .query_one(
+                "SELECT wait_event IS NOT DISTINCT FROM 'PgSleep' FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .unwrap();
+        if r.get::<_, bool>(0) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+fn create_same(table: &str) -> String {
+    format!(
+        "BEGIN; SELECT eventtime.create_pipeline(name => 'same', source => '{table}', event_time => 'at',
+             key => ARRAY['k'], window_size => interval '1 hour', allowed_lateness => interval '1 hour',
+             aggregates => 'count(*) AS n')"
+    )
+}
+
+/// Two races on pipeline names, each between two connections of one owner: (1) two
+/// `create_pipeline(name => 'same', ...)` on two tables, the first holding its transaction open
+/// for 1 s: the second waits, then fails with 42710 (not 23505), and one working pipeline is
+/// left; (2) `eventtime.ingest('gone', ...)` sent while a transaction that dropped `gone` sleeps:
+/// it waits, then fails with 42704, and its row is not in the source.
+#[test]
+fn concurrent_create_and_drop_fail_cleanly() {
+    let _ = seed("tenancy_races");
+    let started = Instant::now();
+    let cluster = Cluster::start("tenancy_races", &[]);
+    let mut su = cluster.connect("postgres");
+    create_login_role(&mut su, OWNER_A);
+    exec(&mut su, &format!("CREATE DATABASE {DB}"));
+    let mut obs = cluster.connect(DB);
+    exec(
+        &mut obs,
+        &format!("CREATE EXTENSION pg_eventtime; GRANT CREATE ON SCHEMA public TO {OWNER_A}"),
+    );
+    let login = || {
+        let mut c = cluster.connect_as(DB, OWNER_A);
+        assert_logged_in_as(&mut c, OWNER_A);
+        c
+    };
+    let mut owner = login();
+    exec(
+        &mut owner,
+        "CREATE TABLE r1 (k text NOT NULL, at timestamptz NOT NULL);
+         CREATE TABLE r2 (k text NOT NULL, at timestamptz NOT NULL);
+         CREATE TABLE tg (k text NOT NULL, at timestamptz NOT NULL);
+         SELECT eventtime.create_pipeline(name => 'gone', source => 'tg', event_time => 'at',
+             key => ARRAY['k'], window_size => interval '1 hour', allowed_lateness => interval '1 hour',
+             aggregates => 'count(*) AS n');",
+    );
+
+    let mut v: Vec<String> = Vec::new();
+
+    // 1. Two creates of 'same'.
+    let mut first = login();
+    exec(&mut first, &create_same("r1"));
+    let opened = Instant::now();
+    let mut second = login();
+    let second_pid = backend_pid(&mut second);
+    let (rx, h) = spawn_sql(second, create_same("r2"));
+    let waits = wait_for_lock(&mut obs, second_pid, Duration::from_secs(10));
+    assert!(
+        rx.try_recv().is_err(),
+        "the second create_pipeline('same') returned while the first was uncommitted"
+    );
+    let waits = waits.expect("the second create_pipeline('same') did not wait for the first");
+    eprintln!("  1: the second create_pipeline waits on {waits}");
+    thread::sleep(Duration::from_secs(1).saturating_sub(opened.elapsed()));
+    assert!(
+        rx.try_recv().is_err(),
+        "the second create_pipeline('same') returned while the first was uncommitted"
+    );
+    exec(&mut first, "COMMIT");
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the second create_pipeline('same') did not return after the first committed");
+    let mut second = h.join().unwrap();
+    exec(&mut second, "ROLLBACK");
+    match r {
+        Err((code, _)) if code == "42710" => {}
+        Err((_, e)) => v.push(format!(
+            "the second create_pipeline('same'): {e}; expected 42710"
+        )),
+        Ok(rows) => v.push(format!(
+            "the second create_pipeline('same') succeeded: {rows:?}"
+        )),
+    }
+    let sources = text_rows(
+        &mut obs,
+        "SELECT source::text FROM eventtime.pipelines WHERE name = 'same'",
+    )
+    .unwrap();
+    assert_eq!(
+        sources,
+        [[Some("r1".to_string())]],
+        "pipelines named 'same'"
+    );
+    assert_eq!(
+        one_i64(
+            &mut obs,
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'r2'::regclass"
+        ),
+        0,
+        "triggers on r2"
+    );
+    exec(
+        &mut owner,
+        "INSERT INTO r1 VALUES ('a', '2026-10-29 10:10+00');
+         SELECT eventtime.advance_watermark('same', '2026-10-29 12:00+00');",
+    );
+    assert_eq!(
+        one_i64(
+            &mut owner,
+            "SELECT coalesce(sum(n), 0)::bigint FROM same_latest"
+        ),
+        1,
+        "the row of r1 in same_latest"
+    );
+
+    // 2. An ingest into 'gone' while its drop is uncommitted.
+    let mut dropper = login();
+    let drop_pid = backend_pid(&mut dropper);
+    let (drop_rx, drop_h) = spawn_sql(
+        dropper,
+        "BEGIN; SELECT eventtime.drop_pipeline('gone'); SELECT pg_sleep(1.5); COMMIT".into(),
+    );
+    assert!(
+        wait_for_sleep(&mut obs, drop_pid),
+        "the dropping session did not reach pg_sleep"
+    );
+    let mut ingester = login();
+    let ingest_pid = backend_pid(&mut ingester);
+    let (rx, h) = spawn_sql(
+        ingester,
+        r#"SELECT * FROM eventtime.ingest('gone', '{"k":"z","at":"2026-10-29 10:00+00"}')"#.into(),
+    );
+    let waits = wait_for_lock(&mut obs, ingest_pid, Duration::from_secs(10));
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("eventtime.ingest('gone') did not return after the drop committed");
+    drop_h.join().unwrap();
+    match drop_rx.recv().unwrap() {
+        Ok(_) => {}
+        Err((_, e)) => panic!("drop_pipeline('gone'): {e}"),
+    }
+    h.join().unwrap();
+    let waits = waits.expect("eventtime.ingest('gone') did not wait for the drop");
+    eprintln!("  2: the ingest waits on {waits}");
+    match r {
+        Err((code, _)) if code == "42704" => {}
+        Err((_, e)) => v.push(format!(
+            "eventtime.ingest('gone') after its drop: {e}; expected 42704"
+        )),
+        Ok(rows) => v.push(format!(
+            "eventtime.ingest('gone') after its drop returned {rows:?}; expected 42704"
+        )),
+    }
+    let left = one_i64(&mut obs, "SELECT count(*) FROM tg");
+    if left != 0 {
+        v.push(format!(
+            "{left} rows in tg after the ingest into the dropped pipeline"
+        ));
+    }
+    assert_eq!(
+        one_i64(
+            &mut obs,
+            "SELECT count(*) FROM eventtime.pipelines WHERE name = 'gone'"
+        ),
+        0,
+        "pipelines named 'gone'"
+    );
+    assert!(v.is_empty(), "races:\n{}", v.join("\n"));
+    eprintln!(
+        "[tenancy_races] passed in {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }
