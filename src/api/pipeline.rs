@@ -876,23 +876,14 @@ mod _eventtime {
         if tables.is_empty() {
             return;
         }
-        let names: Vec<String> = as_catalog_owner(|| {
-            Spi::connect(|client| {
-                // A rename recurses into the tables below the one named: the pipelines of any
-                // of them are concerned.
-                client
-                    .select(
-                        "WITH RECURSIVE down(oid) AS (SELECT unnest($1::oid[]) \
+        // A rename recurses into the tables below the one named: the pipelines of any of them
+        // are concerned.
+        let names = members::pipeline_names(
+            "WITH RECURSIVE down(oid) AS (SELECT unnest($1::oid[]) \
                            UNION SELECT i.inhrelid FROM pg_inherits i JOIN down ON i.inhparent = down.oid) \
                          SELECT name FROM _eventtime.pipeline WHERE source::oid IN (SELECT oid FROM down) ORDER BY name",
-                        None,
-                        &[tables.into()],
-                    )
-                    .expect("catalog read")
-                    .map(|r| r.get::<String>(1).expect("name").expect("name"))
-                    .collect()
-            })
-        });
+            tables,
+        );
         for name in names {
             let p = catalog::load(&name);
             let cols = source_columns(p.source_oid);

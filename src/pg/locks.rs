@@ -35,21 +35,7 @@ pub const TICK_WAIT: &std::ffi::CStr = c"200ms";
 /// Runs `f` with `lock_timeout` set to `timeout`, in a GUC nest level of its own (restored after
 /// `f`, or by the abort of the (sub)transaction on an error).
 pub fn with_lock_timeout<R>(timeout: &std::ffi::CStr, f: impl FnOnce() -> R) -> R {
-    // SAFETY: opens a GUC nest level and sets one setting in it; closed below, or by the abort.
-    let level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"lock_timeout".as_ptr(),
-            timeout.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
+    let level = crate::pg::security::set_in_nest_level(c"lock_timeout", timeout);
     let r = f();
     // SAFETY: closes the nest level opened above; every level above it was closed by `f`.
     unsafe { pg_sys::AtEOXact_GUC(true, level) };

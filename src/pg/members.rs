@@ -207,6 +207,19 @@ pub fn drop_below(id: i32, source: pg_sys::Oid) {
     });
 }
 
+/// The names of the pipelines that `sql` selects (by name, in order) given `tables` as `$1`.
+pub fn pipeline_names(sql: &str, tables: Vec<pg_sys::Oid>) -> Vec<String> {
+    as_catalog_owner(|| {
+        Spi::connect(|client| {
+            client
+                .select(sql, None, &[tables.into()])
+                .expect("catalog read")
+                .map(|r| r.get::<String>(1).expect("name").expect("name"))
+                .collect()
+        })
+    })
+}
+
 #[pg_schema]
 mod _eventtime {
     use super::*;
@@ -222,11 +235,8 @@ mod _eventtime {
         if tables.is_empty() {
             return;
         }
-        let names: Vec<String> = as_catalog_owner(|| {
-            Spi::connect(|client| {
-                client
-                    .select(
-                        "WITH RECURSIVE up(oid) AS (SELECT unnest($1::oid[]) \
+        let names = pipeline_names(
+            "WITH RECURSIVE up(oid) AS (SELECT unnest($1::oid[]) \
                            UNION SELECT i.inhparent FROM pg_inherits i JOIN up ON i.inhrelid = up.oid), \
                          down(oid) AS (SELECT unnest($1::oid[]) \
                            UNION SELECT i.inhrelid FROM pg_inherits i JOIN down ON i.inhparent = down.oid) \
@@ -235,14 +245,8 @@ mod _eventtime {
                             OR EXISTS (SELECT FROM pg_trigger t WHERE t.tgname = 'eventtime_ingest_p' || p.id \
                                        AND t.tgrelid IN (SELECT oid FROM down)) \
                          ORDER BY p.name",
-                        None,
-                        &[tables.into()],
-                    )
-                    .expect("catalog read")
-                    .map(|r| r.get::<String>(1).expect("name").expect("name"))
-                    .collect()
-            })
-        });
+            tables,
+        );
         for name in names {
             let p = catalog::load(&name);
             if p.source_exists {

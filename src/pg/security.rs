@@ -60,10 +60,24 @@ fn switch_to(role: pg_sys::Oid, restricted: bool) -> Switch {
     // the returned guard, or by the transaction's abort on an error.
     let nest_level = unsafe {
         pg_sys::SetUserIdAndSecContext(role, new_context);
+        set_in_nest_level(c"search_path", PINNED_SEARCH_PATH)
+    };
+    Switch {
+        user,
+        context,
+        nest_level,
+    }
+}
+
+/// Opens a GUC nest level and sets `name` to `value` in it; returns the level, which the caller
+/// closes with `AtEOXact_GUC` (the abort of the (sub)transaction closes it on an error).
+pub(crate) fn set_in_nest_level(name: &std::ffi::CStr, value: &std::ffi::CStr) -> i32 {
+    // SAFETY: a new nest level, and a setting saved in it; both names are NUL-terminated.
+    unsafe {
         let level = pg_sys::NewGUCNestLevel();
         pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            PINNED_SEARCH_PATH.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_SESSION,
             pg_sys::GucAction::GUC_ACTION_SAVE,
@@ -72,11 +86,6 @@ fn switch_to(role: pg_sys::Oid, restricted: bool) -> Switch {
             false,
         );
         level
-    };
-    Switch {
-        user,
-        context,
-        nest_level,
     }
 }
 
