@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use pgrx::datum::TimestampWithTimeZone;
+use pgrx::datum::{AnyElement, TimestampWithTimeZone};
 use pgrx::prelude::*;
 
 use crate::core::ident::quote_ident;
@@ -17,6 +17,7 @@ use crate::core::window::{Period, WindowSpec};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::jsonb::RawJsonb;
+use crate::pg::overflow;
 use crate::pg::security;
 use crate::pg::zone::PgZone;
 
@@ -136,6 +137,36 @@ mod _eventtime {
             column,
             value: e.to_string(),
             infinite: !time::is_finite(micros),
+        }
+        .raise()
+    }
+
+    /// This backend's slot among the state rows of an open window (see `pg::overflow`).
+    #[pg_extern(stable, parallel_restricted)]
+    fn backend_slot() -> i32 {
+        overflow::backend_slot()
+    }
+
+    /// `value`, a sum kept in the state of aggregate `aggregate` of pipeline `pipeline_id` for
+    /// the window starting `window_start`, unless it is beyond the bound that keeps the window's
+    /// firing from overflowing (see `pg::overflow`): then the statement fails with 22003.
+    #[pg_extern(stable, strict, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn acc_check(
+        value: AnyElement,
+        pipeline_id: i32,
+        aggregate: &str,
+        window_start: TimestampWithTimeZone,
+    ) -> AnyElement {
+        let Some((type_name, limit)) = overflow::beyond_bound(value) else {
+            return value;
+        };
+        EtError::AccumulatorOverflow {
+            pipeline: catalog::name_and_event_time(pipeline_id).0,
+            aggregate: aggregate.to_string(),
+            window_start: window_start.to_string(),
+            type_name: type_name.to_string(),
+            limit,
         }
         .raise()
     }

@@ -732,6 +732,7 @@ fn create_pipeline(
         late_deltas,
         late_row_flag: late_deltas,
         refused_doc_once,
+        state_slots: late_deltas,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

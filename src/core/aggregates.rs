@@ -367,20 +367,37 @@ impl ResolvedAgg {
         out
     }
 
+    /// Whether the accumulator column ([`Self::acc_column`]) is a sum, which can overflow when
+    /// state rows are added up (the count beside an `avg` is not: it counts rows).
+    pub fn sums(&self) -> bool {
+        matches!(self.spec.func, AggFunc::Sum | AggFunc::Avg)
+    }
+
     /// `SET` items that merge a statement's partials (`excluded`) into the stored state (`s`).
     pub fn merges(&self, i: usize) -> Vec<String> {
+        self.merge_items(i)
+            .into_iter()
+            .map(|(c, e)| format!("{c} = {e}"))
+            .collect()
+    }
+
+    /// The items of [`Self::merges`] as (column, expression): the accumulator first.
+    pub fn merge_items(&self, i: usize) -> Vec<(String, String)> {
         let c = Self::acc_column(i);
-        let mut out = vec![match self.spec.func {
-            AggFunc::Count => format!("{c} = s.{c} + excluded.{c}"),
-            AggFunc::Min => format!("{c} = LEAST(s.{c}, excluded.{c})"),
-            AggFunc::Max => format!("{c} = GREATEST(s.{c}, excluded.{c})"),
-            AggFunc::Sum | AggFunc::Avg => format!(
-                "{c} = CASE WHEN s.{c} IS NULL THEN excluded.{c} WHEN excluded.{c} IS NULL THEN s.{c} ELSE s.{c} + excluded.{c} END"
-            ),
-        }];
+        let mut out = vec![(
+            c.clone(),
+            match self.spec.func {
+                AggFunc::Count => format!("s.{c} + excluded.{c}"),
+                AggFunc::Min => format!("LEAST(s.{c}, excluded.{c})"),
+                AggFunc::Max => format!("GREATEST(s.{c}, excluded.{c})"),
+                AggFunc::Sum | AggFunc::Avg => format!(
+                    "CASE WHEN s.{c} IS NULL THEN excluded.{c} WHEN excluded.{c} IS NULL THEN s.{c} ELSE s.{c} + excluded.{c} END"
+                ),
+            },
+        )];
         if self.avg_kind.is_some() {
             let n = Self::acc_n_column(i);
-            out.push(format!("{n} = s.{n} + excluded.{n}"));
+            out.push((n.clone(), format!("s.{n} + excluded.{n}")));
         }
         out
     }

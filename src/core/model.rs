@@ -91,6 +91,13 @@ pub struct PipelineDef {
     /// refused rows each hold the document, and for kinds with one window per row.
     #[serde(default)]
     pub refused_doc_once: bool,
+    /// With [`Self::late_deltas`]: an open window keeps one state row per writing backend (its
+    /// `_et_slot`), which each ingest statement upserts, instead of one row per statement; and
+    /// every sum the state keeps stays within a bound that no firing can exceed by adding the
+    /// rows up (see `_eventtime.acc_check`). False for pipelines created before, which append a
+    /// row per statement and add them up unchecked when the window fires.
+    #[serde(default)]
+    pub state_slots: bool,
 }
 
 /// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
@@ -129,6 +136,7 @@ pub(crate) fn sample() -> PipelineDef {
         late_deltas: true,
         late_row_flag: true,
         refused_doc_once: false,
+        state_slots: true,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

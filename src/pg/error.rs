@@ -125,6 +125,15 @@ pub enum EtError {
     },
     /// 55000: an internal function called outside the place it is made for.
     WrongContext { message: String },
+    /// 22003: an ingest statement would take a backend's part of a window's sum beyond the bound
+    /// that keeps the window's firing from overflowing.
+    AccumulatorOverflow {
+        pipeline: String,
+        aggregate: String,
+        window_start: String,
+        type_name: String,
+        limit: String,
+    },
 }
 
 impl EtError {
@@ -158,6 +167,7 @@ impl EtError {
             }
             WrongContext { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ColumnInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
+            AccumulatorOverflow { .. } => ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         }
     }
 
@@ -170,6 +180,14 @@ impl EtError {
                 format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist")
             }
             DuplicatePipeline { name } => format!("pipeline \"{name}\" already exists"),
+            AccumulatorOverflow {
+                pipeline,
+                aggregate,
+                window_start,
+                ..
+            } => format!(
+                "aggregate \"{aggregate}\" of pipeline \"{pipeline}\" is out of range in the window starting {window_start}"
+            ),
             NullArgument { function, argument } => {
                 format!("argument \"{argument}\" of {function} must not be NULL")
             }
@@ -284,6 +302,9 @@ impl EtError {
             AggregateSyntax { position, .. } => Some(format!("The error is at character {position} of the aggregate list.")),
             NullEventTime { .. } => Some("Every row needs an event time; no row of the statement was applied.".into()),
             EventTimeOutOfRange { .. } => Some("No row of the statement was applied.".into()),
+            AccumulatorOverflow { type_name, limit, .. } => Some(format!(
+                "Each backend's part of a window's sum of {type_name} stays within {limit}, so that adding the parts up when the window fires cannot overflow; the rows of this statement would take it beyond. No row of the statement was applied."
+            )),
             WrongIsolation { function, .. } if *function == "eventtime.restate" => Some(
                 "Under REPEATABLE READ or SERIALIZABLE the snapshot was taken before the restatement lock, so rows folded meanwhile would be folded again."
                     .into(),
@@ -321,6 +342,13 @@ impl EtError {
                     .into(),
             ),
             DuplicatePipeline { .. } => Some("Choose another name, or drop the pipeline first with eventtime.drop_pipeline().".into()),
+            AccumulatorOverflow { type_name, .. } if type_name == "numeric" => {
+                Some("Check the statement's rows for values out of scale.".into())
+            }
+            AccumulatorOverflow { .. } => Some(
+                "Check the statement's rows for values out of scale; for sums this large, aggregate a numeric column."
+                    .into(),
+            ),
             InvalidParameter { hint, .. } => hint.clone(),
             NotSupported { hint, .. } => Some(hint.clone()),
             UndefinedColumn { hint, .. } => hint.clone(),

@@ -6,5 +6,6 @@ pub mod error;
 pub mod jsonb;
 pub mod locks;
 pub mod members;
+pub mod overflow;
 pub mod security;
 pub mod zone;

@@ -1,7 +1,8 @@
 -- tables
-CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false) WITH (fillfactor = 70);
+CREATE TABLE _eventtime."p7_state" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false, _et_slot integer) WITH (fillfactor = 70);
 CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start) NULLS NOT DISTINCT WHERE _et_late;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
+CREATE UNIQUE INDEX ON _eventtime."p7_state" ("store", window_start, _et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL;
 CREATE TABLE _eventtime."p7_history" ("store" text, window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, "store", version DESC) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_history" (_et_xid);
@@ -58,16 +59,18 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 ),
 appended AS (
-INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM c WHERE c._et_landing = 1 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 1 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
-SELECT *, 1, true FROM (SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM c WHERE c._et_landing = 2 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))) r
+SELECT *, 1, true FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT pg_eventtime.v_row.c0, c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c3)::numeric, CASE WHEN pg_eventtime.v_row.c3 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 2 AND (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh))) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
 ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
-version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
 SELECT c."_et_window_start", c."_et_window_end", c._et_landing, c.w, (pg_eventtime.v_row.c1 IS NULL OR EXISTS (SELECT FROM fresh)), (SELECT ctid FROM up) FROM c
@@ -139,16 +142,18 @@ FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_la
 RETURNING 1
 ),
 appended AS (
-INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store") r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
-SELECT *, 1, true FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
+SELECT *, 1, true FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
 ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
-version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (
@@ -231,16 +236,18 @@ FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_la
 RETURNING 1
 ),
 appended AS (
-INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store"
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start", "store") r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
-SELECT *, 1, true FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r
+SELECT *, 1, true FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "store", "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start", "store") r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
 ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
-version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (
@@ -294,9 +301,11 @@ WHERE p.id = 7 AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)
 ON CONFLICT DO NOTHING
 RETURNING 1
 )
-INSERT INTO _eventtime."p7_state" ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT $3, $1::timestamptz, $2::timestamptz, 1, 1::bigint, ($6)::numeric, CASE WHEN $6 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM fresh;
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT $3, $1::timestamptz, $2::timestamptz, 1, 1::bigint, ($6)::numeric, CASE WHEN $6 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM fresh) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n";
 SELECT /* pg_eventtime ingest, one row's window */ p.watermark IS NULL OR $1::timestamptz > p.watermark
 FROM _eventtime.pipeline p WHERE p.id = 7;
 

@@ -1,7 +1,8 @@
 -- tables
-CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false) WITH (fillfactor = 70);
+CREATE TABLE _eventtime."p7_state" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL DEFAULT 0, _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_late boolean NOT NULL DEFAULT false, _et_slot integer) WITH (fillfactor = 70);
 CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start) NULLS NOT DISTINCT WHERE _et_late;
 CREATE INDEX ON _eventtime."p7_state" (window_end);
+CREATE UNIQUE INDEX ON _eventtime."p7_state" (window_start, _et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL;
 CREATE TABLE _eventtime."p7_history" (window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, version integer NOT NULL, kind text NOT NULL, "orders" bigint, "mean" numeric, sealed boolean GENERATED ALWAYS AS (version = 1) STORED, watermark timestamptz NOT NULL, fired_at timestamptz NOT NULL DEFAULT now(), _et_n bigint NOT NULL, "_et_a0" bigint, "_et_a1" numeric, "_et_a1_n" bigint NOT NULL, _et_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(), _et_seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE UNIQUE INDEX ON _eventtime."p7_history" (window_start, version DESC) NULLS NOT DISTINCT;
 CREATE INDEX ON _eventtime."p7_history" (_et_xid);
@@ -47,16 +48,18 @@ SELECT x.window_start AS "_et_window_start", x.window_end AS "_et_window_end", C
 FROM wm LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:15:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(pg_eventtime.v_row.c0, 900000000, 0) AS s) x) x ON true
 ),
 appended AS (
-INSERT INTO _eventtime."p7_state" (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM c WHERE c._et_landing = 1 AND true
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 1 AND true) r (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT (window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
-SELECT *, 1, true FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
-FROM c WHERE c._et_landing = 2 AND true) r
+SELECT *, 1, true FROM (SELECT r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT c."_et_window_start", c."_et_window_end", 1, 1::bigint, (pg_eventtime.v_row.c1)::numeric, CASE WHEN pg_eventtime.v_row.c1 IS NULL THEN 0::bigint ELSE 1::bigint END
+FROM c WHERE c._et_landing = 2 AND true) r (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
 ON CONFLICT (window_start) WHERE _et_late DO UPDATE SET
-version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.ctid
 )
 SELECT c."_et_window_start", c."_et_window_end", c._et_landing, c.w, true, (SELECT ctid FROM up) FROM c
@@ -117,16 +120,18 @@ FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_la
 RETURNING 1
 ),
 appended AS (
-INSERT INTO _eventtime."p7_state" (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
-SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start"
+INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 1 ORDER BY "_et_window_start") r (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT (window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 ),
 up AS (
 INSERT INTO _eventtime."p7_state" AS s (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
-SELECT *, 1, true FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
-FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start") r
+SELECT *, 1, true FROM (SELECT r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT "_et_window_start", "_et_window_end", _et_n, _et_p0, _et_p1, _et_p2
+FROM batch WHERE _et_landing = 2 ORDER BY "_et_window_start") r (window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
 ON CONFLICT (window_start) WHERE _et_late DO UPDATE SET
-version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
 RETURNING s.*
 ),
 late_versions AS (

@@ -23,8 +23,12 @@ impl PipelineDef {
                     format!(", {INTERNAL_PREFIX}h integer GENERATED ALWAYS AS ({}) STORED", self.key_hash(None))
                 } else if self.flags_late_rows() {
                     // Marks a fired window's row of late rows, never updated (see
-                    // `late_row_flag`).
-                    ", _et_late boolean NOT NULL DEFAULT false".to_string()
+                    // `late_row_flag`); an open window's rows are one per writing backend
+                    // (see `state_slots`).
+                    format!(
+                        ", _et_late boolean NOT NULL DEFAULT false{}",
+                        if self.uses_slots() { ", _et_slot integer" } else { "" }
+                    )
                 } else {
                     String::new()
                 }
@@ -39,6 +43,16 @@ impl PipelineDef {
                 self.late_row_predicate()
             ),
             format!("CREATE INDEX ON {} (window_end)", self.table("state")),
+        ];
+        // An open window's row of each backend that wrote it, which its statements upsert.
+        if self.uses_slots() {
+            out.push(format!(
+                "CREATE UNIQUE INDEX ON {} ({}window_start, _et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL",
+                self.table("state"),
+                prefix(&keys),
+            ));
+        }
+        out.extend([
             // Beside the published values, each version keeps the window's accumulators (what a
             // restatement adds to), and the transaction that wrote it and the order of writing
             // (what `eventtime.changes` reads).
@@ -91,7 +105,7 @@ impl PipelineDef {
                 "CREATE TABLE {} (refused_id bigint PRIMARY KEY, version integer NOT NULL)",
                 self.table("folds")
             ),
-        ];
+        ]);
         if session {
             out.push(format!(
                 "CREATE INDEX ON {} ({INTERNAL_PREFIX}h)",

@@ -207,18 +207,36 @@ impl PipelineDef {
     }
 
     /// The partials of an open window, `rows` (key, window start, window end, row count and one
-    /// partial per accumulator column, in that order), appended to the state as rows of their
-    /// own (version 0): no row lock any other writer waits for.
+    /// partial per accumulator column, in that order), written to the state (version 0) where no
+    /// other writer waits for them. With [`PipelineDef::state_slots`], each is upserted into the
+    /// window's row of this backend (`_et_slot`), which no other live backend writes, with its
+    /// sums checked ([`Self::acc_checked`]); without, appended as a row of its own.
     pub(super) fn state_append(&self, rows: &str) -> String {
         let k = prefix(&self.key_names(None));
+        let acc_list = self
+            .acc_cols()
+            .iter()
+            .map(|c| format!(", {c}"))
+            .collect::<String>();
+        if !self.uses_slots() {
+            return format!(
+                "INSERT INTO {state} ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list})\n\
+                 {rows}",
+                state = self.table("state"),
+            );
+        }
+        let n = format!("{INTERNAL_PREFIX}n");
         format!(
-            "INSERT INTO {state} ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list})\n\
-             {rows}",
+            "INSERT INTO {state} AS s ({k}window_start, window_end, {n}{acc_list}, _et_slot)\n\
+             SELECT *, {INTERNAL_SCHEMA}.backend_slot() FROM ({checked}) c\n\
+             ON CONFLICT ({k}window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET\n\
+               {n} = s.{n} + excluded.{n}{merges}",
             state = self.table("state"),
-            acc_list = self
-                .acc_cols()
+            checked = self.checked_state_rows(rows),
+            merges = self
+                .checked_merges()
                 .iter()
-                .map(|c| format!(", {c}"))
+                .map(|m| format!(", {m}"))
                 .collect::<String>(),
         )
     }
@@ -235,6 +253,11 @@ impl PipelineDef {
         } else {
             ("", "")
         };
+        let merges = if self.uses_slots() {
+            self.checked_merges()
+        } else {
+            self.merges()
+        };
         format!(
             "INSERT INTO {state} AS s ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list}, version{flag_col})\n\
              SELECT *, 1{flag_val} FROM ({rows}) r\n\
@@ -243,7 +266,8 @@ impl PipelineDef {
              RETURNING {returning}",
             state = self.table("state"),
             acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
-            merges = self.merges().iter().map(|m| format!(", {m}")).collect::<String>(),
+            rows = self.checked_state_rows(rows),
+            merges = merges.iter().map(|m| format!(", {m}")).collect::<String>(),
         )
     }
 

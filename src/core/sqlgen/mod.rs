@@ -148,6 +148,12 @@ impl PipelineDef {
         self.late_row_flag && self.uses_late_deltas()
     }
 
+    /// Whether an open window keeps one state row per writing backend, with checked sums
+    /// ([`PipelineDef::state_slots`]).
+    pub fn uses_slots(&self) -> bool {
+        self.state_slots && self.uses_late_deltas()
+    }
+
     /// The predicate that marks a fired window's one state row of late rows, the predicate of
     /// its unique index.
     pub(super) fn late_row_predicate(&self) -> &'static str {
@@ -268,6 +274,84 @@ impl PipelineDef {
             .collect()
     }
 
+    /// `expr`, the sum aggregate `i` keeps in a state row of the window starting `ws`, passed
+    /// through `_eventtime.acc_check`, which fails the statement when it is beyond the bound that
+    /// keeps the window's firing from overflowing (see `pg::overflow`). Other accumulators, and
+    /// those of pipelines without [`PipelineDef::state_slots`], as they are.
+    fn acc_checked(&self, i: usize, expr: &str, ws: &str) -> String {
+        if !self.uses_slots() || !self.aggs[i].sums() {
+            return expr.to_string();
+        }
+        format!(
+            "{INTERNAL_SCHEMA}.acc_check({expr}, {id}, {alias}, {ws})",
+            id = self.id,
+            alias = quote_literal(&self.aggs[i].spec.alias),
+        )
+    }
+
+    /// The state rows `rows` (key, window start, window end, row count and one partial per
+    /// accumulator column, in that order) with their sums checked ([`Self::acc_checked`]).
+    fn checked_state_rows(&self, rows: &str) -> String {
+        if !self.uses_slots() {
+            return rows.to_string();
+        }
+        let mut names = self.key_names(None);
+        names.extend(["window_start".to_string(), "window_end".to_string()]);
+        names.extend(self.state_cols());
+        let values: Vec<String> = self
+            .key_names(Some("r"))
+            .into_iter()
+            .chain(["r.window_start".to_string(), "r.window_end".to_string()])
+            .chain(std::iter::once(format!("r.{INTERNAL_PREFIX}n")))
+            .chain(
+                self.aggs
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, a)| {
+                        a.acc_columns(i)
+                            .into_iter()
+                            .enumerate()
+                            .map(move |(j, (c, _))| (i, j, c))
+                    })
+                    .map(|(i, j, c)| {
+                        let v = format!("r.{c}");
+                        if j == 0 {
+                            self.acc_checked(i, &v, "r.window_start")
+                        } else {
+                            v
+                        }
+                    }),
+            )
+            .collect();
+        format!(
+            "SELECT {} FROM ({rows}) r ({})",
+            values.join(", "),
+            names.join(", ")
+        )
+    }
+
+    /// [`Self::merges`], with the merged sums checked ([`Self::acc_checked`]).
+    fn checked_merges(&self) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| {
+                a.merge_items(i)
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(j, (c, e))| (i, j, c, e))
+            })
+            .map(|(i, j, c, e)| {
+                let e = if j == 0 {
+                    self.acc_checked(i, &e, "s.window_start")
+                } else {
+                    e
+                };
+                format!("{c} = {e}")
+            })
+            .collect()
+    }
+
     /// `, <combine> AS <column>` for every accumulator column: the aggregates that combine rows
     /// of accumulators (one window's state rows, or the members of a session) into one.
     fn combined(&self) -> String {
@@ -338,6 +422,36 @@ mod tests {
     /// The canonical pipeline of these tests (see `core::model::sample`).
     fn def() -> PipelineDef {
         crate::core::model::sample()
+    }
+
+    #[test]
+    fn open_windows_keep_a_row_per_backend_with_checked_sums_unless_created_before() {
+        let d = def();
+        let tables = d.create_tables().join("\n");
+        assert!(tables.contains(", _et_late boolean NOT NULL DEFAULT false, _et_slot integer)"));
+        assert!(tables.contains(
+            "(\"store\", window_start, _et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL"
+        ));
+        // Every statement that writes an open window's partials upserts this backend's row; the
+        // sum of `avg` is checked where a row is written or merged, the count never.
+        let f = d.create_trigger_function();
+        let upserts = "ON CONFLICT (\"store\", window_start, _et_slot) WHERE _et_slot IS NOT NULL";
+        assert!(f.matches(upserts).count() >= 2);
+        assert!(d.ingest_on_time_statement().contains(upserts));
+        assert!(f.contains("acc_check(r.\"_et_a1\", 7, 'mean', r.window_start)"));
+        assert!(f.contains("acc_check(CASE WHEN s.\"_et_a1\" IS NULL"));
+        assert!(!f.contains("acc_check(r.\"_et_a0\"") && !f.contains("acc_check(r.\"_et_a1_n\""));
+        // Pipelines created before append a row per statement, unchecked; sessions have no slots.
+        let mut old = def();
+        old.state_slots = false;
+        let mut session = def();
+        session.window = WindowSpec::Session { gap: 60_000_000 };
+        for o in [old, session] {
+            assert!(!o.uses_slots());
+            assert!(!o.create_tables().join("\n").contains("_et_slot"));
+            let f = o.create_trigger_function();
+            assert!(!f.contains("_et_slot") && !f.contains("acc_check"));
+        }
     }
 
     #[test]
@@ -585,7 +699,16 @@ mod tests {
         let open = "WHERE p.id = 7 AND (p.watermark IS NULL OR $2::timestamptz > p.watermark)";
         assert_eq!(sql.matches(open).count(), 1);
         assert!(sql.contains(&format!("SELECT $1::timestamptz, $3, $4\nFROM _eventtime.pipeline p\n{open}\nON CONFLICT DO NOTHING")));
-        assert!(sql.ends_with("\nFROM fresh"));
+        assert!(sql.contains("\nFROM fresh) r ("));
+        // Into this backend's row of the window, with the sum checked against its bound.
+        assert!(sql.contains("_eventtime.backend_slot() FROM (SELECT"));
+        assert!(sql.contains("_eventtime.acc_check(r.\"_et_a1\", 7, 'mean', r.window_start)"));
+        assert!(sql.ends_with(
+            "ON CONFLICT (\"store\", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET\n\
+             _et_n = s._et_n + excluded._et_n, \"_et_a0\" = s.\"_et_a0\" + excluded.\"_et_a0\", \
+             \"_et_a1\" = _eventtime.acc_check(CASE WHEN s.\"_et_a1\" IS NULL THEN excluded.\"_et_a1\" WHEN excluded.\"_et_a1\" IS NULL THEN s.\"_et_a1\" ELSE s.\"_et_a1\" + excluded.\"_et_a1\" END, 7, 'mean', s.window_start), \
+             \"_et_a1_n\" = s.\"_et_a1_n\" + excluded.\"_et_a1_n\""
+        ));
         assert_eq!(
             d.front_columns(),
             ["store", "order_id", "ordered_at", "amount"]
@@ -599,7 +722,7 @@ mod tests {
         no_ids.event_id = None;
         let sql = no_ids.ingest_on_time_statement();
         assert!(!sql.contains("_ids"));
-        assert!(sql.trim_end().ends_with(open));
+        assert!(sql.contains(&format!("{open}) r (")));
         // When it inserted nothing, the second statement reads the watermark against the
         // window's end.
         assert!(d

@@ -235,6 +235,53 @@ SELECT pipeline, windows_fired, skipped FROM eventtime.tick() WHERE pipeline LIK
 SELECT events FROM tn.tn_ta_history;
 
 ---------------------------------------------------------------------------------------------
+-- A sum that would overflow when a firing adds up a window's state is refused by the statement
+-- that causes it (22003 naming the pipeline, aggregate and window; nothing of it applied): each
+-- backend's part of a window's sum stays within a bound (masked below: it depends on
+-- max_connections) that the firing cannot exceed. The firing never fails on data, and an open
+-- window keeps one state row per backend, not one per statement.
+---------------------------------------------------------------------------------------------
+CREATE TABLE tn.tover (k text, amount numeric, span interval, cash money, f double precision, at timestamptz);
+SELECT eventtime.create_pipeline(name => 'tn_over', source => 'tn.tover', event_time => 'at', key => ARRAY['k'],
+    window_size => '1 hour', allowed_lateness => '1 hour',
+    aggregates => 'count(*) AS n, sum(amount) AS revenue, avg(span) AS mean_span, sum(cash) AS cash, sum(f) AS f');
+GRANT USAGE ON SCHEMA tn TO regress_tn_stranger;
+GRANT INSERT ON tn.tover TO regress_tn_stranger;
+CREATE FUNCTION pg_temp.over(v text) RETURNS text LANGUAGE sql AS $$
+SELECT regexp_replace(pg_temp.try(format('INSERT INTO tn.tover VALUES %s', v)), '±[0-9.e+]+(?![0-9.e+^])', '±<bound>', 'g')
+$$;
+SET ROLE regress_tn_stranger;
+-- The value two of which overflow numeric: beyond the bound, even alone.
+SELECT pg_temp.over($$('a', ('9' || repeat('0', 131071))::numeric, NULL, NULL, NULL, '2026-10-29 10:00+00')$$);
+-- Values of 131060 digits: one is taken; a second from the same backend is refused.
+SELECT pg_temp.over($$('a', ('9' || repeat('0', 131059))::numeric, NULL, NULL, NULL, '2026-10-29 10:00+00')$$);
+SELECT pg_temp.over($$('a', ('9' || repeat('0', 131059))::numeric, NULL, NULL, NULL, '2026-10-29 10:05+00')$$);
+-- interval (each field), money and double precision have bounds of their own.
+SELECT pg_temp.over($$('a', 1, '2000000000 hours', NULL, NULL, '2026-10-29 10:10+00')$$);
+SELECT pg_temp.over($$('a', 1, '90 minutes', '90000000000000000', NULL, '2026-10-29 10:10+00')$$);
+SELECT pg_temp.over($$('a', 1, '90 minutes', '1000.50', 1e308, '2026-10-29 10:10+00')$$);
+-- Nothing of a refused statement is applied, whatever its other rows.
+SELECT pg_temp.over($$('a', 1, '30 minutes', '1.50', 2.5, '2026-10-29 10:20+00'), ('a', 1, '1000000000 hours', NULL, NULL, '2026-10-29 10:20+00')$$);
+SELECT pg_temp.over($$('a', 1, '30 minutes', '1.50', 2.5, '2026-10-29 10:20+00')$$);
+INSERT INTO tn.tover SELECT 'a', 1, '1 minute', '0.01', 1, '2026-10-29 10:30+00' FROM generate_series(1, 20);
+INSERT INTO tn.tover VALUES ('a', 1, '1 minute', '0.01', 1, '2026-10-29 10:31+00');
+INSERT INTO tn.tover VALUES ('a', 1, '1 minute', '0.01', 1, '2026-10-29 10:32+00');
+RESET ROLE;
+SELECT count(*) AS rows_taken FROM tn.tover;
+SELECT format('SELECT count(*) AS state_rows FROM _eventtime.p%s_state', id) AS state_rows FROM _eventtime.pipeline WHERE name = 'tn_over' \gset
+:state_rows;
+SELECT * FROM eventtime.advance_watermark('tn_over', '2026-10-29 11:00+00');
+-- A late row's sum is bounded the same way.
+SET ROLE regress_tn_stranger;
+SELECT pg_temp.over($$('a', ('9' || repeat('0', 131071))::numeric, NULL, NULL, NULL, '2026-10-29 10:40+00')$$);
+SELECT pg_temp.over($$('a', 5, '1 hour', '2.00', 1, '2026-10-29 10:40+00')$$);
+RESET ROLE;
+SELECT * FROM eventtime.advance_watermark('tn_over', 'infinity');
+SELECT k, window_start, version, n, revenue - ('9' || repeat('0', 131059))::numeric AS revenue_beside_the_large_row,
+       mean_span, cash, f
+FROM tn.tn_over_history ORDER BY version;
+
+---------------------------------------------------------------------------------------------
 -- Session writers take turns on the rows of a table of the pipeline's own, which no other role
 -- may lock (advisory locks, which any role may take, are no longer used).
 ---------------------------------------------------------------------------------------------

@@ -462,10 +462,14 @@ fn state(c: &mut Client) -> Vec<(String, Vec<String>)> {
                 .unwrap()
                 .get(0);
             if exists {
+                // A state row's `_et_slot` names the server process that wrote it, which a
+                // restore and a later connection renumber: everything else must agree.
                 q(
                     c,
                     name.clone(),
-                    format!("SELECT x::text AS r FROM {name} x ORDER BY r"),
+                    format!(
+                        "SELECT (to_jsonb(x) - '_et_slot')::text AS r FROM {name} x ORDER BY r"
+                    ),
                 );
             }
         }

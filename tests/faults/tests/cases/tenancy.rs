@@ -25,6 +25,12 @@
 //! retry; only what committed counts), then `pc` belongs to `tn_heir`, who advances it, and
 //! `eventtime.pipelines` works for the superuser and for `tn_heir`.
 //!
+//! (4) an overflow attempt: 4 connections of `tn_ingest` at once send `po` (`sum(numeric)`, owned
+//! by `tn_owner_b`, fired by `tick()`) rows whose sum overflows `numeric` when the firing adds them
+//! up: each such statement fails with 22003 naming `po` and applies nothing, the rows below the
+//! bound are taken, `tick()` never skips `po`, and its owner's advance to `infinity` publishes
+//! exactly the rows taken.
+//!
 //! At the end every pipeline goes to `infinity` (advanced by its owner) and, as the superuser,
 //! every committed row is accounted for exactly once per pipeline: the source holds exactly the
 //! rows the clients committed; per key and window (per key for the sessions), the latest version
@@ -104,7 +110,12 @@ SELECT eventtime.create_pipeline(
     name => 'ps', source => 'tbs', event_time => 'ts', key => ARRAY['usr'], event_id => 'id',
     session_gap => interval '5 minutes', allowed_lateness => interval '2 minutes',
     aggregates => 'count(*) AS n, sum(v) AS total');
-GRANT INSERT ON tb, tbs TO tn_ingest;
+CREATE TABLE tbo (k text NOT NULL, amount numeric NOT NULL, ts timestamptz NOT NULL);
+SELECT eventtime.create_pipeline(
+    name => 'po', source => 'tbo', event_time => 'ts', key => ARRAY['k'],
+    window_size => interval '1 minute', allowed_lateness => interval '1 minute', clock_lag => interval '0',
+    aggregates => 'count(*) AS n, sum(amount) AS total');
+GRANT INSERT ON tb, tbs, tbo TO tn_ingest;
 ";
 
 const SETUP_C: &str = "
@@ -820,6 +831,107 @@ fn check_idle(seen: &IdleSeen, outs: &[WriterOut], v: &mut Vec<String>) {
 
 /// Fault 2: the stranger takes the advisory locks `(id, bucket)` for every small id and every
 /// bucket and holds them for a while. Returns the interval it held them.
+/// `('9' || repeat('0', digits - 1))::numeric`: a value of `digits` digits.
+fn nines(digits: usize) -> String {
+    format!("('9' || repeat('0', {}))::numeric", digits - 1)
+}
+
+/// Fault 4: from 4 connections of `tn_ingest` at once, into one window of `po`, each sends the
+/// value of 131072 digits that two of would overflow `numeric` (refused alone: beyond the bound
+/// of one backend's part of a window's sum), then one of 131060 digits (taken), the same again
+/// (refused: this backend's part would be beyond the bound) and 1 (taken). Before the bound, the
+/// first rows were all taken and every firing of `po` failed from then on.
+fn overflow_fault<'scope>(
+    s: &'scope thread::Scope<'scope, '_>,
+    run: &'scope Run<'_>,
+    v: &mut Vec<String>,
+) {
+    const CONNECTIONS: usize = 4;
+    let at = "date_trunc('minute', now()) + interval '2 minutes'";
+    let stmts = [
+        (nines(131_072), false),
+        (nines(131_060), true),
+        (nines(131_060), false),
+        ("1".to_string(), true),
+    ];
+    let handles: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let stmts = stmts.clone();
+            s.spawn(move || {
+                let mut c = run.login(INGEST);
+                let mut out = Vec::new();
+                for (value, taken) in &stmts {
+                    let sql = format!("INSERT INTO tbo VALUES ('k', {value}, {at})");
+                    out.push((*taken, c.batch_execute(&sql)));
+                }
+                Ok::<_, String>(out)
+            })
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        let Some(results) = join(h, &format!("overflow writer {i}"), &mut errors) else {
+            continue;
+        };
+        for (j, (taken, r)) in results.into_iter().enumerate() {
+            match (taken, r) {
+                (true, Ok(())) => {}
+                (false, Err(e))
+                    if e.as_db_error().is_some_and(|d| {
+                        d.code().code() == "22003" && d.message().contains("pipeline \"po\"")
+                    }) => {}
+                (true, Err(e)) => v.push(format!(
+                    "overflow writer {i}, statement {j}: should be taken, failed: {}",
+                    describe(&e)
+                )),
+                (false, Err(e)) => v.push(format!(
+                    "overflow writer {i}, statement {j}: failed, but not with 22003 naming po: {}",
+                    describe(&e)
+                )),
+                (false, Ok(())) => v.push(format!(
+                    "overflow writer {i}, statement {j}: a sum beyond the bound was taken"
+                )),
+            }
+        }
+    }
+    v.extend(errors);
+    let mut b = run.login(OWNER_B);
+    let to_infinity = advance(&mut b, "po", "infinity")
+        .and_then(|_| b.batch_execute("SELECT * FROM eventtime.mark_idle('po', 'clock')"));
+    if let Err(e) = to_infinity {
+        v.push(format!(
+            "po's advance to infinity after the overflow attempt: {}",
+            describe(&e)
+        ));
+        return;
+    }
+    let published = b
+        .query_one(
+            &format!(
+                "SELECT count(*), sum(n)::bigint, coalesce(sum(total) = {CONNECTIONS} * {} + {CONNECTIONS}, false) FROM po_latest",
+                nines(131_060)
+            ),
+            &[],
+        )
+        .map(|r| {
+            (
+                r.get::<_, i64>(0),
+                r.get::<_, Option<i64>>(1),
+                r.get::<_, bool>(2),
+            )
+        });
+    eprintln!(
+        "  po after the overflow attempt: (windows, rows, total as expected) = {published:?}"
+    );
+    match published {
+        Ok((_, Some(n), true)) if n == 2 * CONNECTIONS as i64 => {}
+        other => v.push(format!(
+            "po published {other:?}, not the {} rows taken and their sum",
+            2 * CONNECTIONS
+        )),
+    }
+}
+
 fn advisory_fault(run: &Run<'_>, su: &mut Client, v: &mut Vec<String>) -> (Instant, Instant) {
     let mut stranger = run.login(STRANGER);
     let pid = backend_pid(&mut stranger);
@@ -879,6 +991,7 @@ fn check_heir(run: &Run<'_>, su: &mut Client, v: &mut Vec<String>) {
         ("pa", OWNER_A),
         ("pb", OWNER_B),
         ("pc", HEIR),
+        ("po", OWNER_B),
         ("ps", OWNER_B),
     ]
     .iter()
@@ -923,6 +1036,7 @@ fn check_heir(run: &Run<'_>, su: &mut Client, v: &mut Vec<String>) {
             ("pa", OWNER_A),
             ("pb", OWNER_B),
             ("ps", OWNER_B),
+            ("po", OWNER_B),
             ("pc", HEIR),
         ],
     );
@@ -1154,7 +1268,7 @@ fn setup(cluster: &Cluster) {
     );
     for (role, sql, sees) in [
         (OWNER_A, SETUP_A, vec!["pa"]),
-        (OWNER_B, SETUP_B, vec!["pb", "ps"]),
+        (OWNER_B, SETUP_B, vec!["pb", "po", "ps"]),
         (OWNER_C, SETUP_C, vec!["pc"]),
     ] {
         let mut c = cluster.connect_as(DB, role);
@@ -1172,6 +1286,7 @@ fn setup(cluster: &Cluster) {
             ("pa", OWNER_A),
             ("pb", OWNER_B),
             ("ps", OWNER_B),
+            ("po", OWNER_B),
             ("pc", OWNER_C),
         ],
     );
@@ -1273,6 +1388,9 @@ fn tenants_keep_firing_through_an_idle_writer_a_lock_flood_and_an_owner_removal(
         check_heir(run, &mut su, &mut v);
         thread::sleep(Duration::from_millis(2_500));
 
+        eprintln!("  fault 4: {INGEST} sends po sums that overflow when added up");
+        overflow_fault(s, run, &mut v);
+
         run.stop.store(true, Ordering::SeqCst);
         let pc_after = pc_wm(&mut su);
         eprintln!("  pc watermark: {pc_before:?} at the removal, {pc_after:?} after the advances of {HEIR}");
@@ -1367,6 +1485,16 @@ fn tenants_keep_firing_through_an_idle_writer_a_lock_flood_and_an_owner_removal(
         }
     }
 
+    // Fault 4: no tick failed on po (busy, while its writers are in a statement, is fine: the
+    // next tick fires it; a failure would be the poison pill).
+    for t in &ticks {
+        if let Some(r) = t
+            .row("po")
+            .filter(|r| r.skipped.as_deref().is_some_and(|s| !s.starts_with("busy")))
+        {
+            v.push(format!("tick() skipped po: {:?}", r.skipped));
+        }
+    }
     // Fault 1.
     check_idle(&idle, &outs, &mut v);
     // Fault 2: the session pipeline's writers (and every other) went on.
@@ -1505,7 +1633,7 @@ fn tenants_keep_firing_through_an_idle_writer_a_lock_flood_and_an_owner_removal(
     );
     assert_eq!(
         visible_pipelines(&mut su),
-        ["pa", "pb", "ps"],
+        ["pa", "pb", "po", "ps"],
         "eventtime.pipelines as the superuser"
     );
     assert_eq!(
