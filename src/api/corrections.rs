@@ -22,7 +22,6 @@ use super::pipeline::source_columns;
 use super::watermark::require_read_committed;
 use crate::core::aggregates::AggFunc;
 use crate::core::ident::quote_ident;
-use crate::core::sqlgen::key_equals_param;
 use crate::pg::announce;
 use crate::pg::catalog::{self, Pipeline};
 use crate::pg::error::{invalid, required, EtError};
@@ -53,7 +52,7 @@ fn readable(name: &str, function: &str, views: &[&str]) -> Pipeline {
     let p = catalog::load(name);
     let caller = security::caller();
     let missing = views.iter().find(|v| {
-        !Spi::get_one_with_args::<bool>(
+        !crate::pg::spi::read_one::<bool>(
             "SELECT pg_catalog.pg_has_role($1, $2, 'USAGE') \
                  OR coalesce(pg_catalog.has_table_privilege($1, pg_catalog.to_regclass($3), 'SELECT'), false)",
             &[caller.into(), p.owner.into(), p.def.view(v).as_str().into()],
@@ -138,12 +137,16 @@ fn key_filter(
             }
             .raise()
         };
-        values.push(match value {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(s) => Some(s.clone()),
-            other => Some(other.to_string()),
-        });
-        sql += &key_equals_param("r", k, first + values.len() - 1);
+        // The value is read back into the key's type as `changes()` and `lateness()` wrote it
+        // (`to_jsonb`): through the history's row type, so that an array, a composite or a
+        // number arrives as itself, and a string through the type's input function.
+        values.push(Some(serde_json::json!({ column: value }).to_string()));
+        sql += &format!(
+            " AND pg_catalog.record_eq(ROW(r.{col}), ROW((pg_catalog.jsonb_populate_record(NULL::{history}, ${n}::pg_catalog.jsonb)).{col}))",
+            col = quote_ident(&k.name),
+            history = p.def.table("history"),
+            n = first + values.len() - 1,
+        );
     }
     (sql, values)
 }
@@ -296,7 +299,7 @@ fn lateness(
             }
             .raise()
         };
-        let may_read = Spi::get_one_with_args::<bool>(
+        let may_read = crate::pg::spi::read_one::<bool>(
             "SELECT pg_catalog.has_column_privilege($1, $2, $3, 'SELECT')",
             &[security::caller().into(), p.source_oid.into(), column.into()],
         )
@@ -389,7 +392,7 @@ fn suggest_lateness(
     refuse_sessions(&p, F);
     let sql = p.def.suggest_lateness_statement();
     p.as_owner(|| {
-        Spi::get_one_with_args::<Interval>(&sql, &[coverage.into(), since.into()])
+        crate::pg::spi::read_one::<Interval>(&sql, &[coverage.into(), since.into()])
             .expect("suggest_lateness")
     })
 }

@@ -36,16 +36,19 @@ mod _eventtime {
         let t = |what: &str| internal_table(pipeline_id, what);
         // A pipeline whose tables are gone (its owner dropped one, or DROP OWNED dropped them
         // all) shows without counts, rather than making the view fail for everyone who reads it.
-        let state = Spi::get_one_with_args::<pg_sys::Oid>(
+        let state = crate::pg::spi::read_one::<pg_sys::Oid>(
             "SELECT to_regclass($1)::oid",
             &[t("state").into()],
         )
         .expect("relation lookup");
         let complete = state.is_some()
             && ["history", "refused"].iter().all(|w| {
-                Spi::get_one_with_args::<bool>("SELECT to_regclass($1) IS NOT NULL", &[t(w).into()])
-                    .expect("relation lookup")
-                    .unwrap_or(false)
+                crate::pg::spi::read_one::<bool>(
+                    "SELECT to_regclass($1) IS NOT NULL",
+                    &[t(w).into()],
+                )
+                .expect("relation lookup")
+                .unwrap_or(false)
             });
         let Some(state) = state.filter(|_| complete) else {
             return TableIterator::new(vec![(None, None, None, None, None)]);

@@ -12,8 +12,8 @@ use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, PipelineDef};
 use crate::core::sqlgen::{
-    INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, VIEW_SUFFIXES, WINDOW_END_COLUMN,
-    WINDOW_START_COLUMN,
+    INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, SYSTEM_COLUMNS, VIEW_SUFFIXES,
+    WINDOW_END_COLUMN, WINDOW_START_COLUMN,
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, WindowSpec, Zone};
@@ -603,16 +603,22 @@ fn create_pipeline(
         .raise()
     });
     let mut taken: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
-    let reserved =
-        |name: &str| RESERVED_COLUMNS.contains(&name) || name.starts_with(INTERNAL_PREFIX);
+    let reserved = |name: &str| {
+        RESERVED_COLUMNS.contains(&name)
+            || SYSTEM_COLUMNS.contains(&name)
+            || name.starts_with(INTERNAL_PREFIX)
+    };
     let reserved_detail = format!(
-        "The views of a pipeline add the columns {}; names starting with \"{INTERNAL_PREFIX}\" are reserved too.",
-        RESERVED_COLUMNS.join(", ")
+        "The views of a pipeline add the columns {}; names starting with \"{INTERNAL_PREFIX}\" are reserved too, and PostgreSQL reserves the system column names {} in every table.",
+        RESERVED_COLUMNS.join(", "),
+        SYSTEM_COLUMNS.join(", ")
     );
     for k in &keys {
         if reserved(&k.name) {
             EtError::ReservedColumn {
                 name: k.name.clone(),
+                pipeline: name.to_string(),
+                what: "key column",
                 detail: reserved_detail.clone(),
             }
             .raise()
@@ -622,6 +628,8 @@ fn create_pipeline(
         if reserved(&s.alias) {
             EtError::ReservedColumn {
                 name: s.alias.clone(),
+                pipeline: name.to_string(),
+                what: "aggregate",
                 detail: reserved_detail.clone(),
             }
             .raise()

@@ -27,7 +27,7 @@ pub struct Pipeline {
 /// catalog).
 pub fn load_by_id(id: i32) -> Pipeline {
     let name = as_catalog_owner(|| {
-        Spi::get_one_with_args::<String>(
+        crate::pg::spi::read_one::<String>(
             "SELECT name FROM _eventtime.pipeline WHERE id = $1",
             &[id.into()],
         )
@@ -127,7 +127,7 @@ impl Pipeline {
 pub fn name_and_event_time(id: i32) -> (String, String) {
     let caller = security::caller();
     let (name, column) = as_catalog_owner(|| {
-        Spi::get_two_with_args::<String, String>(
+        crate::pg::spi::read_two::<String, String>(
             "SELECT name, event_time::text FROM _eventtime.pipeline p WHERE id = $1 AND pg_has_role($2, _eventtime.owner_of(p.source, p.owner), 'USAGE')",
             &[id.into(), caller.into()],
         )
@@ -143,7 +143,7 @@ pub fn name_and_event_time(id: i32) -> (String, String) {
 /// advance), read as the catalog's owner.
 pub fn watermark(id: i32) -> Option<i64> {
     security::as_catalog_owner(|| {
-        Spi::get_one_with_args::<TimestampWithTimeZone>(
+        crate::pg::spi::read_one::<TimestampWithTimeZone>(
             "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
             &[id.into()],
         )

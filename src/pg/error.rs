@@ -96,7 +96,13 @@ pub enum EtError {
         operation: String,
     },
     /// 42939: a key or aggregate takes a name the views use.
-    ReservedColumn { name: String, detail: String },
+    ReservedColumn {
+        name: String,
+        pipeline: String,
+        /// What carries the name: "key column" or "aggregate".
+        what: &'static str,
+        detail: String,
+    },
     /// 42883: a key or event-id column has no ordering to group or deduplicate by.
     NotGroupable {
         table: String,
@@ -262,7 +268,12 @@ impl EtError {
             } => {
                 format!("{what} of pipeline \"{pipeline}\" cannot be changed: {operation} is not allowed")
             }
-            ReservedColumn { name, .. } => format!("column name \"{name}\" is reserved"),
+            ReservedColumn {
+                name,
+                pipeline,
+                what,
+                ..
+            } => format!("{what} name \"{name}\" of pipeline \"{pipeline}\" is reserved"),
             NotGroupable {
                 table,
                 column,

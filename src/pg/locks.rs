@@ -45,7 +45,7 @@ pub fn with_lock_timeout<R>(timeout: &std::ffi::CStr, f: impl FnOnce() -> R) -> 
 /// The oid of table `name` (a qualified, quoted name) of pipeline `pipeline`; 55000 when it is
 /// gone.
 pub fn relation_oid(pipeline: &str, name: &str) -> pg_sys::Oid {
-    Spi::get_one_with_args::<pg_sys::Oid>(
+    crate::pg::spi::read_one::<pg_sys::Oid>(
         "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
         &[name.into()],
     )

@@ -82,7 +82,7 @@ fn tables_with_trigger(id: i32, source: pg_sys::Oid) -> Vec<(pg_sys::Oid, String
 
 /// Whether `table` is a partition.
 pub fn is_partition(table: pg_sys::Oid) -> bool {
-    Spi::get_one_with_args::<bool>(
+    crate::pg::spi::read_one::<bool>(
         "SELECT relispartition FROM pg_catalog.pg_class WHERE oid OPERATOR(pg_catalog.=) $1",
         &[table.into()],
     )
@@ -159,7 +159,7 @@ pub fn follow_owner(p: &catalog::Pipeline) {
         return;
     }
     let recorded = as_catalog_owner(|| {
-        Spi::get_one_with_args::<pg_sys::Oid>(
+        crate::pg::spi::read_one::<pg_sys::Oid>(
             "SELECT owner::oid FROM _eventtime.pipeline WHERE id = $1",
             &[p.id.into()],
         )

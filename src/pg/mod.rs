@@ -8,4 +8,5 @@ pub mod locks;
 pub mod members;
 pub mod overflow;
 pub mod security;
+pub mod spi;
 pub mod zone;

@@ -106,8 +106,9 @@ pub fn as_catalog_owner<R>(f: impl FnOnce() -> R) -> R {
 /// The owner of schema `_eventtime`.
 pub fn catalog_owner() -> pg_sys::Oid {
     // Qualified throughout: this runs with the caller's search_path.
-    Spi::get_one::<pg_sys::Oid>(
+    crate::pg::spi::read_one::<pg_sys::Oid>(
         "SELECT nspowner FROM pg_catalog.pg_namespace WHERE nspname OPERATOR(pg_catalog.=) '_eventtime'::pg_catalog.name",
+        &[],
     )
         .expect("namespace read")
         .expect("schema _eventtime exists while the extension does")
@@ -161,7 +162,7 @@ pub fn require_pipeline_owner(
 /// privileges of the owner, or `SELECT` on at least one of the pipeline's views.
 pub fn may_read(role: pg_sys::Oid, owner: pg_sys::Oid, view_schema: &str, name: &str) -> bool {
     as_catalog_owner(|| {
-        Spi::get_one_with_args::<bool>(
+        crate::pg::spi::read_one::<bool>(
             "SELECT _eventtime.may_read($1, $2, $3, $4)",
             &[role.into(), owner.into(), view_schema.into(), name.into()],
         )

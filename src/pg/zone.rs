@@ -113,7 +113,7 @@ pub fn windows(spec: &WindowSpec, event: Micros) -> Result<Vec<Window>, AssignEr
 /// time zone database that stand for the host's settings (`localtime`, `posixrules`) or for none
 /// (`Factory`): windows would follow the host, and change after a restore elsewhere.
 pub fn canonical(name: &str) -> Option<String> {
-    Spi::get_one_with_args::<String>(
+    crate::pg::spi::read_one::<String>(
         "SELECT (SELECT name FROM pg_catalog.pg_timezone_names WHERE lower(name) = lower($1) \
                    AND lower(name) NOT IN ('localtime', 'posixrules', 'factory') ORDER BY name = $1 DESC, name LIMIT 1)",
         &[name.into()],

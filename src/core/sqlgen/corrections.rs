@@ -263,23 +263,31 @@ impl PipelineDef {
                 )
             })
             .collect();
+        // The cursor's columns carry the reserved prefix: `h.*` brings the keys and aggregates,
+        // which may be named `a`, `b` or `now`.
+        let (a, b, now, in_b) = (
+            format!("{INTERNAL_PREFIX}cur_a"),
+            format!("{INTERNAL_PREFIX}cur_b"),
+            format!("{INTERNAL_PREFIX}cur_now"),
+            format!("{INTERNAL_PREFIX}in_b"),
+        );
         format!(
             "WITH /* pg_eventtime changes */ s AS MATERIALIZED (\n\
-               SELECT $1::pg_snapshot AS a, $2::pg_snapshot AS b, $4::pg_snapshot AS now\n\
+               SELECT $1::pg_snapshot AS {a}, $2::pg_snapshot AS {b}, $4::pg_snapshot AS {now}\n\
              ),\n\
              c AS (\n\
-               SELECT h.*, s.a, s.b, s.now,\n\
-                      coalesce(pg_catalog.pg_visible_in_snapshot(h.{xid}, s.b), false) AS in_b\n\
+               SELECT h.*, s.{a}, s.{b}, s.{now},\n\
+                      coalesce(pg_catalog.pg_visible_in_snapshot(h.{xid}, s.{b}), false) AS {in_b}\n\
                FROM {history} h CROSS JOIN s\n\
-               WHERE (s.a IS NULL OR h.{xid} >= pg_catalog.pg_snapshot_xmin(s.a))\n\
-                 AND NOT coalesce(pg_catalog.pg_visible_in_snapshot(h.{xid}, s.a), false)\n\
+               WHERE (s.{a} IS NULL OR h.{xid} >= pg_catalog.pg_snapshot_xmin(s.{a}))\n\
+                 AND NOT coalesce(pg_catalog.pg_visible_in_snapshot(h.{xid}, s.{a}), false)\n\
              )\n\
              SELECT {key}, c.window_start, c.window_end, c.version, c.kind, pg_catalog.jsonb_build_object({values}),\n\
                     c.sealed, c.watermark, c.fired_at,\n\
-                    CASE WHEN c.in_b THEN c.a ELSE c.b END::text, CASE WHEN c.in_b THEN c.b ELSE c.now END::text, c.{seq}, {merged_into}\n\
+                    CASE WHEN c.{in_b} THEN c.{a} ELSE c.{b} END::text, CASE WHEN c.{in_b} THEN c.{b} ELSE c.{now} END::text, c.{seq}, {merged_into}\n\
              FROM c\n\
-             WHERE (c.in_b AND c.{seq} > $3) OR (NOT c.in_b AND pg_catalog.pg_visible_in_snapshot(c.{xid}, c.now))\n\
-             ORDER BY c.in_b DESC, c.{seq}",
+             WHERE (c.{in_b} AND c.{seq} > $3) OR (NOT c.{in_b} AND pg_catalog.pg_visible_in_snapshot(c.{xid}, c.{now}))\n\
+             ORDER BY c.{in_b} DESC, c.{seq}",
             history = self.table("history"),
             key = self.key_json("c"),
             values = values.join(", "),

@@ -47,6 +47,9 @@ pub const RESERVED_COLUMNS: &[&str] = &[
     "merged_into",
 ];
 
+/// PostgreSQL's system column names, which no column of a table may take.
+pub const SYSTEM_COLUMNS: &[&str] = &["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
+
 /// Prefix of the internal columns of the window state; user names may not start with it.
 pub const INTERNAL_PREFIX: &str = "_et_";
 
