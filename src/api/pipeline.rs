@@ -12,8 +12,8 @@ use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, PipelineDef};
 use crate::core::sqlgen::{
-    INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, SYSTEM_COLUMNS, VIEW_SUFFIXES,
-    WINDOW_END_COLUMN, WINDOW_START_COLUMN,
+    FEED_SUFFIX, INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, SYSTEM_COLUMNS,
+    VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, WindowSpec, Zone};
@@ -435,7 +435,12 @@ fn create_pipeline(
     if name.is_empty() {
         invalid("pipeline name must not be empty", None).raise()
     }
-    let longest_suffix = VIEW_SUFFIXES.iter().map(|s| s.len()).max().unwrap();
+    let longest_suffix = VIEW_SUFFIXES
+        .iter()
+        .chain([&FEED_SUFFIX])
+        .map(|s| s.len())
+        .max()
+        .unwrap();
     if name.len() + longest_suffix > NAME_MAX {
         EtError::NameTooLong {
             name: name.to_string(),
@@ -796,6 +801,7 @@ fn create_pipeline(
     internal.extend(def.hand_over(&security::role_name(owner)));
     let mut ddl = vec![def.create_trigger()];
     ddl.extend(def.create_views());
+    ddl.extend(def.create_feed_function());
     ddl.push(format!(
         "COMMENT ON TRIGGER {} ON {} IS {}",
         def.trigger_name(),

@@ -176,6 +176,19 @@ pub fn follow_owner(p: &catalog::Pipeline) {
             p.def.view(suffix)
         ));
     }
+    // The typed feed, unless it is gone or the pipeline was made before there was one.
+    let feed = format!("{}(text)", p.def.view(crate::core::sqlgen::FEED_SUFFIX));
+    let feed_exists = as_catalog_owner(|| {
+        crate::pg::spi::read_one::<bool>(
+            "SELECT pg_catalog.to_regprocedure($1) IS NOT NULL",
+            &[feed.as_str().into()],
+        )
+        .expect("function lookup")
+        .unwrap_or(false)
+    });
+    if feed_exists {
+        stmts.push(format!("ALTER FUNCTION {feed} OWNER TO {owner}"));
+    }
     stmts.push(format!(
         "UPDATE _eventtime.pipeline SET owner = {}::oid::regrole WHERE id = {}",
         p.owner.to_u32(),

@@ -322,6 +322,10 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
 
+-- typed feed
+CREATE FUNCTION "public"."Orders ""daily""_changes"(after text DEFAULT NULL) RETURNS TABLE ("store" text, window_start timestamptz, window_end timestamptz, version integer, kind text, "orders" bigint, "mean" numeric, sealed boolean, watermark timestamptz, fired_at timestamptz, "cursor" text) LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS 'SELECT r."store", c.window_start, c.window_end, c.version, c.kind, r."orders", r."mean", c.sealed, c.watermark, c.fired_at, c."cursor" FROM eventtime.changes(''Orders "daily"'', $1) c CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"public"."Orders ""daily""_history", c.key OPERATOR(pg_catalog.||) c.aggregates) r';
+COMMENT ON FUNCTION "public"."Orders ""daily""_changes"(text) IS 'pg_eventtime pipeline Orders "daily": the versions committed since a cursor (eventtime.changes), keys and aggregates in their own types';
+
 -- hand over
 ALTER TABLE IF EXISTS _eventtime."p7_state" OWNER TO "app owner";
 ALTER TABLE IF EXISTS _eventtime."p7_ids" OWNER TO "app owner";
@@ -351,6 +355,7 @@ WITH gone AS (DELETE FROM _eventtime."p7_state" s WHERE s.window_end <= $1 - int
 SELECT count(*) FROM (SELECT DISTINCT "store", window_start FROM gone WHERE window_end <= $2::timestamptz) g;
 
 -- drop
+DROP FUNCTION IF EXISTS "public"."Orders ""daily""_changes"(text);
 DROP VIEW IF EXISTS "public"."Orders ""daily""_history";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_latest";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_sealed";

@@ -258,6 +258,77 @@ impl PipelineDef {
         out
     }
 
+    /// The typed feed `<name>_changes(after text DEFAULT NULL)`: the rows of
+    /// `eventtime.changes(name, after)` with the keys and aggregates in the history's own columns
+    /// and types (read back from the feed's `jsonb` through the history view's row type, which
+    /// `to_jsonb` wrote them from), so that a driver gets `numeric`, `timestamptz` and arrays as
+    /// themselves. It runs as its caller: `eventtime.changes` checks what the caller may read.
+    pub fn create_feed_function(&self) -> Vec<String> {
+        let session = self.window.is_session();
+        let typed = |c: &Column| format!("{} {}", quote_ident(&c.name), c.type_name);
+        let mut out_cols: Vec<String> = self.keys.iter().map(typed).collect();
+        out_cols.extend(
+            [
+                "window_start timestamptz",
+                "window_end timestamptz",
+                "version integer",
+                "kind text",
+            ]
+            .map(String::from),
+        );
+        if session {
+            out_cols.push("merged_into tstzrange".into());
+        }
+        out_cols.extend(
+            self.aggs
+                .iter()
+                .map(|a| format!("{} {}", quote_ident(&a.spec.alias), a.result_type)),
+        );
+        out_cols.extend(
+            [
+                "sealed boolean",
+                "watermark timestamptz",
+                "fired_at timestamptz",
+                "\"cursor\" text",
+            ]
+            .map(String::from),
+        );
+        let mut sel: Vec<String> = self.key_names(Some("r"));
+        sel.extend(["c.window_start", "c.window_end", "c.version", "c.kind"].map(String::from));
+        if session {
+            sel.push("c.merged_into".into());
+        }
+        sel.extend(
+            self.aggs
+                .iter()
+                .map(|a| format!("r.{}", quote_ident(&a.spec.alias))),
+        );
+        sel.extend(["c.sealed", "c.watermark", "c.fired_at", "c.\"cursor\""].map(String::from));
+        let body = format!(
+            "SELECT {} FROM eventtime.changes({}, $1) c \
+             CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::{}, c.key OPERATOR(pg_catalog.||) c.aggregates) r",
+            sel.join(", "),
+            quote_literal(&self.name),
+            self.view("_history"),
+        );
+        let f = self.view(FEED_SUFFIX);
+        vec![
+            format!(
+                "CREATE FUNCTION {f}(after text DEFAULT NULL) RETURNS TABLE ({}) LANGUAGE sql VOLATILE \
+                 SET search_path = pg_catalog, pg_temp AS {}",
+                out_cols.join(", "),
+                quote_literal(&body)
+            ),
+            format!(
+                "COMMENT ON FUNCTION {f}(text) IS {}",
+                quote_literal(&format!(
+                    "pg_eventtime pipeline {}: the versions committed since a cursor (eventtime.changes), keys and aggregates in their own types",
+                    self.name
+                ))
+            ),
+        ]
+    }
+
     /// Hands the internal tables and the trigger functions, created by the catalog owner, to the
     /// pipeline's owner `owner` (a quoted role name): the PL/pgSQL function, `SECURITY DEFINER`,
     /// then runs as that owner, the front runs its statement as that owner, and nobody but the
@@ -287,10 +358,15 @@ impl PipelineDef {
     /// Everything the pipeline created, in an order that drops dependents first. The source
     /// table is left alone except for the trigger.
     pub fn drop_objects(&self, source_exists: bool) -> Vec<String> {
-        let mut out: Vec<String> = VIEW_SUFFIXES
-            .iter()
-            .map(|s| format!("DROP VIEW IF EXISTS {}", self.view(s)))
-            .collect();
+        let mut out = vec![format!(
+            "DROP FUNCTION IF EXISTS {}(text)",
+            self.view(FEED_SUFFIX)
+        )];
+        out.extend(
+            VIEW_SUFFIXES
+                .iter()
+                .map(|s| format!("DROP VIEW IF EXISTS {}", self.view(s))),
+        );
         if source_exists {
             out.push(format!(
                 "DROP TRIGGER IF EXISTS {} ON {}",

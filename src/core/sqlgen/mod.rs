@@ -45,6 +45,7 @@ pub const RESERVED_COLUMNS: &[&str] = &[
     "refused_at",
     "restated_in",
     "merged_into",
+    "cursor",
 ];
 
 /// PostgreSQL's system column names, which no column of a table may take.
@@ -93,6 +94,9 @@ enum Ledger {
 
 /// The views of a pipeline, by suffix.
 pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
+
+/// The suffix of a pipeline's typed feed function, beside its views (see `create_feed_function`).
+pub const FEED_SUFFIX: &str = "_changes";
 
 /// A fixed duration as an interval literal with no day or month field, so that adding it to a
 /// `timestamptz` does not depend on the session time zone.
@@ -933,6 +937,7 @@ mod tests {
             ),
             ("trigger", vec![d.create_trigger()]),
             ("views", d.create_views()),
+            ("typed feed", d.create_feed_function()),
             ("hand over", d.hand_over("\"app owner\"")),
         ];
         sections.push(("fire", vec![d.fire_statement()]));

@@ -46,10 +46,28 @@ FROM eventtime.restate('cl_tags', '2026-01-01 00:00+00',
     key => (SELECT key FROM eventtime.lateness('cl_tags', '2026-01-01', '2026-01-02') WHERE refused > 0));
 SELECT tags, version, kind, total FROM cl_tags_history ORDER BY tags, version;
 
+-- The typed feed: the same versions, keys and aggregates in the history's own columns and types,
+-- every digit of a numeric kept, an array key as an array; its cursors are the feed's.
+SELECT a, window_start, version, kind, b, pg_typeof(b) AS b_type, now, sealed FROM cl_ab_changes() ORDER BY a;
+SELECT tags, pg_typeof(tags) AS tags_type, version, kind, total FROM cl_tags_changes() ORDER BY tags, version;
+SELECT (SELECT array_agg("cursor") FROM cl_ab_changes()) = (SELECT array_agg("cursor") FROM eventtime.changes('cl_ab'))
+    AS same_cursors;
+SELECT count(*) AS after_the_last FROM cl_ab_changes((SELECT "cursor" FROM cl_ab_changes() OFFSET 1));
+-- It runs as its caller: a role that may not read the history gets the feed's own refusal.
+CREATE ROLE regress_cl_stranger;
+SET ROLE regress_cl_stranger;
+SELECT pg_temp.try($$ SELECT * FROM cl_ab_changes() $$);
+RESET ROLE;
+DROP ROLE regress_cl_stranger;
+-- cursor is a column of the typed feed, so no key or aggregate may take the name.
+SELECT pg_temp.try($$ SELECT eventtime.create_pipeline(name => 'cl_cursor', source => 'cl_events',
+    event_time => 'at', window_size => '1 hour', aggregates => 'count(*) AS cursor') $$);
+
 -- A system column's name is refused, naming the pipeline and the aggregate.
 SELECT pg_temp.try($$ SELECT eventtime.create_pipeline(name => 'cl_xmin', source => 'cl_events',
     event_time => 'at', window_size => '1 hour', aggregates => 'count(*) AS xmin') $$);
 
 SELECT eventtime.drop_pipeline('cl_ab');
 SELECT eventtime.drop_pipeline('cl_tags');
+SELECT to_regprocedure('cl_ab_changes(text)') AS feed_after_drop;
 DROP TABLE cl_events;
