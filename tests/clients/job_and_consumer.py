@@ -96,7 +96,7 @@ def send(conn, batch, max_seen, by_ingest=False):
         conn.execute("SELECT eventtime.advance_watermark('orders_hourly', %s)", (max_seen - LAG,))
 
 
-def job(rows, batch_size=100):
+def job(rows, consumer, batch_size=100):
     conn = connect()
     done = 0  # the job's own record of what it delivered (lost on a crash)
     crashed_before = crashed_after = False
@@ -115,6 +115,10 @@ def job(rows, batch_size=100):
             continue
         send(conn, batch, bmax, by_ingest=(done // batch_size) % 5 == 4)
         max_seen = bmax
+        if done >= len(rows) // 2 and not consumer.restarted.is_set():
+            # Halfway, the job waits until the consumer has read something and restarted, so the
+            # restart falls mid-run however the threads are scheduled.
+            assert consumer.restarted.wait(60), "the consumer did not restart within 60 s"
         if not crashed_after and done >= 2 * len(rows) // 3:
             # The process dies after the commit, before it records the batch: it redelivers.
             crashed_after = True
@@ -130,7 +134,7 @@ def job(rows, batch_size=100):
 class Consumer:
     def __init__(self):
         self.stop = threading.Event()
-        self.restarted = False
+        self.restarted = threading.Event()
         self.batches = 0
         self.error = None
 
@@ -172,11 +176,11 @@ class Consumer:
             consumed += self.drain(conn)
             if final:
                 break
-            if not self.restarted and consumed > 200:
+            if not self.restarted.is_set() and consumed > 0:
                 # The consumer restarts: it resumes from the cursor it committed.
-                self.restarted = True
                 conn.close()
                 conn = connect()
+                self.restarted.set()
             for _ in listener.notifies(timeout=0.5, stop_after=1):
                 pass
         conn.close()
@@ -234,13 +238,12 @@ if __name__ == "__main__":
     thread.start()
     t0 = time.monotonic()
     try:
-        job(orders(N))
+        job(orders(N), consumer)
     finally:
         consumer.stop.set()
         thread.join()
-    if consumer.error:
-        raise consumer.error
-    assert consumer.restarted, "the consumer should have restarted mid-run"
+        if consumer.error:  # the consumer's failure first: the job's would follow from it
+            raise consumer.error
     versions, late, refused, sent = check()
     print(
         f"job and consumer (psycopg {psycopg.__version__}): {sent} rows sent for {N} orders, {refused} refused, "
