@@ -92,7 +92,8 @@ mod _eventtime {
         )])
     }
 
-    /// Refuses an `INSERT` into a pipeline's history, refused rows, folds or ledger unless it
+    /// Refuses an `INSERT` into a pipeline's history, refused rows, folds or ledger (and an
+    /// `UPDATE` of its offsets) unless it
     /// comes from the extension: every statement the extension runs on a pipeline's tables runs
     /// inside a security-restricted operation (`pg::security::as_owner`, and the trigger
     /// function's `_eventtime.restrict()`), which a plain statement of the owner is not. Its
@@ -115,7 +116,11 @@ mod _eventtime {
                 .get(1)
                 .cloned()
                 .unwrap_or_else(|| "history".to_string()),
-            operation: "INSERT".to_string(),
+            operation: match trigger.op() {
+                Ok(pgrx::PgTriggerOperation::Update) => "UPDATE",
+                _ => "INSERT",
+            }
+            .to_string(),
         }
         .raise()
     }

@@ -7,5 +7,6 @@ pub mod front;
 pub mod ingest;
 pub mod introspect;
 pub mod landing;
+pub mod offsets;
 pub mod pipeline;
 pub mod watermark;

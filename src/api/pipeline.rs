@@ -10,7 +10,7 @@ use pgrx::PgRelation;
 
 use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
-use crate::core::model::{Column, PipelineDef};
+use crate::core::model::{Column, Offsets, PipelineDef};
 use crate::core::sqlgen::{
     FEED_SUFFIX, INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, SYSTEM_COLUMNS,
     VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
@@ -422,6 +422,8 @@ fn create_pipeline(
     window_slide: default!(Option<Interval>, "NULL"),
     time_zone: default!(Option<&str>, "NULL"),
     session_gap: default!(Option<Interval>, "NULL"),
+    offset_column: default!(Option<&str>, "NULL"),
+    source_column: default!(Option<&str>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let name = required(name, F, "name");
@@ -569,6 +571,41 @@ fn create_pipeline(
             eq_op: None,
         }
     });
+
+    // Offsets (SPEC §12): an integer column, and the column naming the source, if any.
+    let offsets = match (offset_column, source_column) {
+        (None, None) => None,
+        (None, Some(s)) => invalid(
+            format!("source_column \"{s}\" is given without offset_column"),
+            Some("source_column names the log each row's offset belongs to; give the offset column too, as offset_column => 'off'."),
+        )
+        .raise(),
+        (Some(o), s) => {
+            let c = find(&cols, &source_sql, o, "offset_column");
+            if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&c.type_oid) {
+                EtError::WrongColumnType {
+                    table: source_sql.clone(),
+                    column: o.to_string(),
+                    found: c.declared.clone(),
+                    expected: "bigint".into(),
+                    hint: Some("An offset is the position of a row's record in its log (a Kafka offset, a line number): a smallint, integer or bigint column.".into()),
+                }
+                .raise()
+            }
+            let source_column = s.map(|s| find(&cols, &source_sql, s, "source_column").name.clone());
+            if source_column.as_deref() == Some(c.name.as_str()) {
+                invalid(
+                    format!("offset_column and source_column are both \"{o}\""),
+                    Some("source_column names the log a row comes from, offset_column its position there: two columns."),
+                )
+                .raise()
+            }
+            Some(Offsets {
+                column: c.name.clone(),
+                source_column,
+            })
+        }
+    };
 
     // Window and lateness.
     let (window, origin_us, zone) = match (window_size, session_gap) {
@@ -746,6 +783,7 @@ fn create_pipeline(
         late_row_flag: late_deltas,
         refused_doc_once,
         state_slots: late_deltas,
+        offsets,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

@@ -34,7 +34,7 @@ use crate::pg::locks;
 use crate::pg::security::{self, as_catalog_owner};
 
 /// The source of the two-argument `advance_watermark`.
-pub const DEFAULT_SOURCE: &str = "default";
+pub const DEFAULT_SOURCE: &str = crate::core::model::SINGLE_SOURCE;
 /// The source that ingest statements advance when the pipeline has a watermark lag.
 pub const LAG_SOURCE: &str = "watermark_lag";
 /// The source that `eventtime.tick()` advances when the pipeline has a clock lag.
@@ -540,8 +540,9 @@ mod _eventtime {
         );
     }
 
-    /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why), and
-    /// whether the pipeline watermark waits for it.
+    /// Every source of every pipeline as `eventtime.sources` shows it: idle or not (and why),
+    /// whether the pipeline watermark waits for it, and, with offsets, its committed offset. A
+    /// source whose rows brought offsets but which never advanced has no watermark (NULL).
     // pgrx reads the column names from the `name!` types of the signature, so they cannot go into
     // a type alias.
     #[allow(clippy::type_complexity)]
@@ -552,11 +553,12 @@ mod _eventtime {
         (
             name!(pipeline, String),
             name!(source, String),
-            name!(watermark, TimestampWithTimeZone),
-            name!(advanced_at, TimestampWithTimeZone),
+            name!(watermark, Option<TimestampWithTimeZone>),
+            name!(advanced_at, Option<TimestampWithTimeZone>),
             name!(idle, bool),
             name!(idle_reason, Option<String>),
             name!(holding_back, bool),
+            name!(offset, Option<i64>),
         ),
     > {
         // Only the pipelines the caller may read.
@@ -579,21 +581,76 @@ mod _eventtime {
         for (id, name) in ids {
             let p = catalog::load(&name);
             let (list, now) = as_catalog_owner(|| Spi::connect(|client| sources(client, id)));
+            // The committed offsets are the owner's data: read as the owner.
+            let offsets: Vec<(String, i64)> = if p.def.offsets.is_some() {
+                p.as_owner(|| {
+                    Spi::connect(|client| {
+                        client
+                            .select(
+                                &format!(
+                                    "SELECT source, \"offset\" FROM {} ORDER BY source",
+                                    p.def.table("offsets")
+                                ),
+                                None,
+                                &[],
+                            )
+                            .expect("offsets read")
+                            .map(|r| {
+                                (
+                                    r.get::<String>(1).unwrap().unwrap(),
+                                    r.get::<i64>(2).unwrap().unwrap(),
+                                )
+                            })
+                            .collect()
+                    })
+                })
+            } else {
+                Vec::new()
+            };
+            let offset_of =
+                |source: &str| offsets.iter().find(|(s, _)| s == source).map(|(_, o)| *o);
             let holding: Vec<String> = clock::holding_back(&list, now, p.def.idle_timeout)
                 .iter()
                 .map(|s| s.name.clone())
                 .collect();
-            for s in &list {
-                let idle = s.idle(now, p.def.idle_timeout);
-                rows.push((
-                    name.clone(),
-                    s.name.clone(),
-                    tstz(s.watermark),
-                    tstz(s.advanced_at),
-                    idle != clock::Idle::Active,
-                    idle.as_str().map(String::from),
-                    holding.contains(&s.name),
-                ));
+            // The sources that advanced, then those that only brought offsets.
+            let mut named: Vec<(String, Option<usize>)> = list
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.name.clone(), Some(i)))
+                .collect();
+            for (s, _) in &offsets {
+                if !named.iter().any(|(n, _)| n == s) {
+                    named.push((s.clone(), None));
+                }
+            }
+            for (source, clock) in named {
+                let row = match clock.map(|i| &list[i]) {
+                    Some(s) => {
+                        let idle = s.idle(now, p.def.idle_timeout);
+                        (
+                            name.clone(),
+                            s.name.clone(),
+                            Some(tstz(s.watermark)),
+                            Some(tstz(s.advanced_at)),
+                            idle != clock::Idle::Active,
+                            idle.as_str().map(String::from),
+                            holding.contains(&s.name),
+                            offset_of(&s.name),
+                        )
+                    }
+                    None => (
+                        name.clone(),
+                        source.clone(),
+                        None,
+                        None,
+                        false,
+                        None,
+                        false,
+                        offset_of(&source),
+                    ),
+                };
+                rows.push(row);
             }
         }
         TableIterator::new(rows)

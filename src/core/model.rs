@@ -98,7 +98,28 @@ pub struct PipelineDef {
     /// row per statement and add them up unchecked when the window fires.
     #[serde(default)]
     pub state_slots: bool,
+    /// Exactly-once by source offsets (SPEC §12): the column of each row's offset in its log and,
+    /// with several logs, the column that names the row's source. None for pipelines without
+    /// offsets, and for those created before offsets existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offsets: Option<Offsets>,
 }
+
+/// The offsets of a pipeline's rows (SPEC §12). Each source's committed offset lives in the
+/// pipeline's table `offsets`; a row at or below it is a duplicate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offsets {
+    /// The offset column (an integer type, compared as `bigint`).
+    pub column: String,
+    /// The column naming the row's source (its text form); None: every row's source is
+    /// [`SINGLE_SOURCE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_column: Option<String>,
+}
+
+/// The source of every row of a pipeline with offsets and no `source_column`: the name of the
+/// two-argument `advance_watermark`'s source too.
+pub const SINGLE_SOURCE: &str = "default";
 
 /// A keyed daily pipeline with event ids, `count(*)` and `avg(amount)`, and a name that needs
 /// quoting: the one the unit tests of the generated SQL and its golden snapshots use.
@@ -137,6 +158,7 @@ pub(crate) fn sample() -> PipelineDef {
         late_row_flag: true,
         refused_doc_once: false,
         state_slots: true,
+        offsets: None,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

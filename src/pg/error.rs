@@ -68,6 +68,12 @@ pub enum EtError {
     WrongObjectType { name: String },
     /// 22004: a row of the statement has no event time.
     NullEventTime { pipeline: String, column: String },
+    /// 22004: a row of a pipeline with offsets has no offset, or no source.
+    NullOffset {
+        pipeline: String,
+        column: String,
+        source: bool,
+    },
     /// 22008: a row's event time is infinite or has no window inside the timestamp range.
     EventTimeOutOfRange {
         pipeline: String,
@@ -159,7 +165,7 @@ impl EtError {
             AggregateSyntax { .. } => ERRCODE_SYNTAX_ERROR,
             UndefinedAggregate { .. } => ERRCODE_UNDEFINED_FUNCTION,
             WrongObjectType { .. } => ERRCODE_WRONG_OBJECT_TYPE,
-            NullEventTime { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            NullEventTime { .. } | NullOffset { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             EventTimeOutOfRange { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
             WrongIsolation { .. } | WroteInTransaction { .. } => ERRCODE_INVALID_TRANSACTION_STATE,
             NotSupported { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -235,6 +241,14 @@ impl EtError {
                 format!(
                     "event time column \"{column}\" is NULL in a row for pipeline \"{pipeline}\""
                 )
+            }
+            NullOffset {
+                pipeline,
+                column,
+                source,
+            } => {
+                let what = if *source { "source" } else { "offset" };
+                format!("{what} column \"{column}\" is NULL in a row for pipeline \"{pipeline}\"")
             }
             EventTimeOutOfRange {
                 pipeline,
@@ -312,6 +326,7 @@ impl EtError {
             DuplicateColumn { detail, .. } => Some(detail.clone()),
             AggregateSyntax { position, .. } => Some(format!("The error is at character {position} of the aggregate list.")),
             NullEventTime { .. } => Some("Every row needs an event time; no row of the statement was applied.".into()),
+            NullOffset { .. } => Some("Every row of a pipeline with offsets needs its offset and its source; no row of the statement was applied.".into()),
             EventTimeOutOfRange { .. } => Some("No row of the statement was applied.".into()),
             AccumulatorOverflow { type_name, limit, .. } => Some(format!(
                 "Each backend's part of a window's sum of {type_name} stays within {limit}, so that adding the parts up when the window fires cannot overflow; the rows of this statement would take it beyond. No row of the statement was applied."
@@ -332,6 +347,7 @@ impl EtError {
                 Some("Published versions are never changed; late rows and restatements add new versions.".into())
             }
             ReadOnly { what, .. } if what == "refused rows" => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
+            ReadOnly { what, .. } if what == "offsets" => Some("Each source's committed offset moves with the ingest statements that bring its rows, in their transactions; a job resumes after it (eventtime.sources).".into()),
             ReadOnly { .. } => Some("The folds of restatements and the event-id ledger are written by the pipeline's own statements only.".into()),
             ReservedColumn { detail, .. } => Some(detail.clone()),
             NotGroupable { hash: true, .. } => Some("Session windows find the live sessions of a key, and take its turn, by a hash of the key made with each type's default hash function; this type has none.".into()),
@@ -384,6 +400,8 @@ impl EtError {
             }),
             WrongObjectType { .. } => Some("The source of a pipeline must be a table that ingestion inserts into.".into()),
             NullEventTime { .. } => Some("Give the row an event time, or leave it out of the statement.".into()),
+            NullOffset { source: false, .. } => Some("Give each row the offset of its record in its log (a Kafka offset, a line number); a row at or below its source's committed offset is a duplicate.".into()),
+            NullOffset { source: true, .. } => Some("Give each row the name of the log it comes from (a Kafka partition, a file), as eventtime.sources shows it.".into()),
             EventTimeOutOfRange { infinite: true, .. } => Some("Event times must be finite.".into()),
             WrongIsolation { function: "an ingest statement", .. } => Some(
                 "The pipeline has a watermark_lag, so each ingest statement advances the watermark and fires windows; ingest at READ COMMITTED."

@@ -43,7 +43,9 @@ SELECT p.name,
        coalesce((SELECT sum(d.duplicates) FROM _eventtime.duplicate_counts d WHERE d.pipeline_id = p.id), 0)::bigint
          AS duplicates,
        p.created_at,
-       c.idle_writers
+       c.idle_writers,
+       (p.definition -> 'offsets' ->> 'column')::name AS offset_column,
+       (p.definition -> 'offsets' ->> 'source_column')::name AS source_column
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
@@ -54,7 +56,7 @@ GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval) IS
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text) IS
   'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
@@ -68,13 +70,13 @@ COMMENT ON FUNCTION eventtime.landing(timestamptz, timestamptz, timestamptz, int
   'The landing rule: other-window, open, late-firing or side-output for a row''s event time, a window end, a watermark and an allowed lateness.';
 
 CREATE VIEW eventtime.sources AS
-SELECT pipeline, source, watermark, advanced_at, idle, idle_reason, holding_back
+SELECT pipeline, source, watermark, advanced_at, idle, idle_reason, holding_back, "offset"
 FROM _eventtime.source_status();
 
 GRANT SELECT ON eventtime.sources TO PUBLIC;
 
 COMMENT ON VIEW eventtime.sources IS
-  'One row per source of each pipeline: its watermark, when it last advanced, whether it is idle (marked, or past the idle_timeout) and whether the pipeline watermark is waiting for it.';
+  'One row per source of each pipeline: its watermark, when it last advanced, whether it is idle (marked, or past the idle_timeout), whether the pipeline watermark is waiting for it, and, for a pipeline with offset_column, the offset its rows committed (a job resumes after it; NULL watermark: the source brought rows but never advanced).';
 
 -- The key values are VARIADIC text, so that any number of keys of any type can be given as
 -- literals; the Rust function casts each to its key column's type.
@@ -171,3 +173,16 @@ COMMENT ON FUNCTION eventtime.suggest_lateness(text, double precision, timestamp
   'The smallest allowed lateness that would have accepted the share coverage of the rows that arrived after their window closed (since the given time, or ever).';
 COMMENT ON FUNCTION eventtime.changes(text, text) IS
   'The versions committed since the cursor (NULL: from the first), each with a cursor to resume after it: a consumer that loops on it sees every version once, in commit order.';
+
+-- The scan of an ingest statement's offsets (SPEC §12, src/api/offsets.rs): per source, the least
+-- and greatest offset and whether they rose in the statement's order, as JSON. Its state lives in
+-- Rust, in the aggregate's memory: one entry per source, whatever the number of rows.
+CREATE FUNCTION _eventtime.offset_scan_step(internal, integer, text, bigint) RETURNS internal
+LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_offset_scan_step';
+CREATE FUNCTION _eventtime.offset_scan_final(internal) RETURNS text
+LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_offset_scan_final';
+CREATE AGGREGATE _eventtime.offset_scan(integer, text, bigint) (
+    SFUNC = _eventtime.offset_scan_step,
+    STYPE = internal,
+    FINALFUNC = _eventtime.offset_scan_final
+);

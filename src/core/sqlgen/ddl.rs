@@ -141,6 +141,17 @@ impl PipelineDef {
                 prefix(&keys)
             ));
         }
+        // The committed offset of each source (SPEC §12), which each ingest statement that brings
+        // its rows moves to the greatest it brought, keeping the one before in `previous`: what
+        // the statement's rows are compared with. One row per source, locked by the statement's
+        // upsert, so writers of different sources never wait for each other.
+        if self.offsets.is_some() {
+            out.push(format!(
+                "CREATE TABLE {} (source text PRIMARY KEY, \"offset\" bigint NOT NULL, previous bigint, \
+                 committed_at timestamptz NOT NULL DEFAULT now())",
+                self.table("offsets")
+            ));
+        }
         // History, refused rows, folds and the ledger are written by the pipeline only: an INSERT
         // from anywhere but the extension's own statements (which run in a security-restricted
         // operation) is refused, once per statement; updates, deletes and truncation always.
@@ -151,6 +162,24 @@ impl PipelineDef {
         ];
         if self.event_id.is_some() {
             guarded.push(("ids", "event-id ledger"));
+        }
+        // The offsets are also updated, by the ingest statements only.
+        if self.offsets.is_some() {
+            out.push(format!(
+                "CREATE TRIGGER write_guard BEFORE INSERT OR UPDATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.guard_insert({}, 'offsets')",
+                self.table("offsets"),
+                quote_literal(&self.name),
+            ));
+            out.push(format!(
+                "CREATE TRIGGER read_only BEFORE DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, 'offsets')",
+                self.table("offsets"),
+                quote_literal(&self.name),
+            ));
+            out.push(format!(
+                "CREATE TRIGGER read_only_truncate BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, 'offsets')",
+                self.table("offsets"),
+                quote_literal(&self.name),
+            ));
         }
         for (t, what) in &guarded {
             out.push(format!(

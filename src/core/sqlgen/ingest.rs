@@ -4,7 +4,61 @@
 
 use super::*;
 
+/// The rows of an ingest statement that its statements read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rows {
+    /// Every row of the transition table `new_rows`.
+    All,
+    /// Those above their source's committed offset, each (source, offset) once
+    /// ([`PipelineDef::rows_after_offsets`]).
+    AfterOffsets,
+}
+
 impl PipelineDef {
+    /// The rows of the transition table that are not duplicates by their offsets (SPEC §12):
+    /// above the offset their source had committed before the statement (the trigger function's
+    /// `v_committed`, `{"source": offset}`, from `_eventtime.offsets_claim`; a source it does not
+    /// name had none), and of the rows with one source and offset, the first in the statement's
+    /// order. The columns are the source table's, as in `new_rows`.
+    pub(super) fn rows_after_offsets(&self) -> String {
+        let o = self
+            .offsets
+            .as_ref()
+            .expect("rows after offsets of a pipeline with offsets");
+        let source = match &o.source_column {
+            Some(c) => format!("_et_t.{}::text", quote_ident(c)),
+            None => quote_literal(SINGLE_SOURCE),
+        };
+        let committed = format!("({FN_LABEL}.v_committed ->> _et_o.s)");
+        format!(
+            "(SELECT (_et_d.r).* FROM (
+               SELECT DISTINCT ON (_et_o.s, _et_o.o) _et_o.r FROM (
+                 SELECT _et_t AS r, {source} AS s, _et_t.{off}::bigint AS o, pg_catalog.row_number() OVER () AS ord FROM new_rows _et_t
+               ) _et_o
+               WHERE {committed} IS NULL OR _et_o.o > {committed}::bigint
+               ORDER BY _et_o.s, _et_o.o, _et_o.ord
+             ) _et_d)",
+            off = quote_ident(&o.column),
+        )
+    }
+
+    /// The scan and claim of a statement's offsets (see `api::offsets`): the offsets committed
+    /// before the statement of the sources whose rows must be filtered, into `v_committed`
+    /// (NULL: no row of the statement is a duplicate by its offset).
+    pub(super) fn offsets_claim(&self) -> Option<String> {
+        let o = self.offsets.as_ref()?;
+        let source = match &o.source_column {
+            Some(c) => format!("r.{}::text", quote_ident(c)),
+            None => format!("{}::text", quote_literal(SINGLE_SOURCE)),
+        };
+        Some(format!(
+            "v_committed := {INTERNAL_SCHEMA}.offsets_claim({id}, (SELECT {INTERNAL_SCHEMA}.offset_scan({id}, {source}, r.{off}::bigint) FROM new_rows r));
+",
+            id = self.id,
+            off = quote_ident(&o.column),
+        ))
+    }
+
     /// The event time `et` as it may move the `watermark_lag` source: NULL when it is later than
     /// `now()` plus `max_ahead` (a row from the future joins its window but moves no watermark).
     pub(super) fn lag_event_time(&self, et: &str) -> String {
@@ -83,7 +137,11 @@ impl PipelineDef {
     /// table `new_rows` with its window and landing, and with an event id numbered in the order of
     /// the statement (`_et_ord`: of two rows with one event id, the first is kept). `cls` is
     /// materialized when `materialized`, and otherwise computed again by each of its readers.
-    pub(super) fn ingest_prelude(&self, materialized: bool) -> String {
+    pub(super) fn ingest_prelude(&self, materialized: bool, from: Rows) -> String {
+        let base = match from {
+            Rows::All => "new_rows".to_string(),
+            Rows::AfterOffsets => self.rows_after_offsets(),
+        };
         let kr = prefix(&self.key_names(Some("r")));
         let et = quote_ident(&self.event_time);
         let ws = quote_ident(WINDOW_START_COLUMN);
@@ -126,9 +184,9 @@ impl PipelineDef {
             we_name = WINDOW_END_COLUMN,
             // A row refused for several windows keeps its document once: its pairs know their row.
             rows = if self.refused_doc_once {
-                format!("(SELECT t.*, pg_catalog.row_number() OVER () AS {rn} FROM new_rows t)", rn = quote_ident(ROW_NUMBER_COLUMN))
+                format!("(SELECT t.*, pg_catalog.row_number() OVER () AS {rn} FROM {base} t)", rn = quote_ident(ROW_NUMBER_COLUMN))
             } else {
-                "new_rows".to_string()
+                base
             },
             rn_minus = if self.refused_doc_once {
                 format!(" - '{ROW_NUMBER_COLUMN}'")
@@ -420,11 +478,11 @@ impl PipelineDef {
     /// transition table `new_rows`. It returns one row: accepted, late, refused, duplicates, and
     /// the greatest event time of the statement.
     pub fn ingest_statement(&self) -> String {
-        self.ingest_statement_for(Ledger::Dedup)
+        self.ingest_statement_for(Ledger::Dedup, Rows::All)
     }
 
-    /// [`Self::ingest_statement`] with the ledger insert of `ledger`.
-    pub(super) fn ingest_statement_for(&self, ledger: Ledger) -> String {
+    /// [`Self::ingest_statement`] over the rows `from`, with the ledger insert of `ledger`.
+    pub(super) fn ingest_statement_for(&self, ledger: Ledger, from: Rows) -> String {
         let k = prefix(&self.key_names(None));
         let ws = quote_ident(WINDOW_START_COLUMN);
         let we = quote_ident(WINDOW_END_COLUMN);
@@ -452,7 +510,7 @@ impl PipelineDef {
                 ),
                 None => (String::new(), "NULL::timestamptz"),
             };
-            let mut sql = self.ingest_prelude(false);
+            let mut sql = self.ingest_prelude(false, from);
             if self.event_id.is_some() {
                 sql += &self.fresh_insert();
             }
@@ -475,7 +533,7 @@ impl PipelineDef {
             ));
             return sql;
         }
-        let mut sql = self.ingest_prelude(true);
+        let mut sql = self.ingest_prelude(true, from);
         sql += &self.cls_counts();
         sql += &self.dedup_ctes(true);
         sql += &format!(

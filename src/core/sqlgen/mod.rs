@@ -16,6 +16,7 @@
 
 use super::aggregates::ResolvedAgg;
 use super::ident::{quote_ident, quote_literal};
+use super::model::SINGLE_SOURCE;
 pub use super::model::{Column, PipelineDef};
 
 mod corrections;
@@ -25,6 +26,7 @@ mod ingest;
 mod sessions;
 mod trigger;
 use super::window::{Period, WindowSpec};
+use ingest::Rows;
 pub use trigger::FRONT_SYMBOL;
 
 pub const INTERNAL_SCHEMA: &str = "_eventtime";
@@ -395,7 +397,10 @@ impl PipelineDef {
             .iter()
             .map(|k| k.name.as_str())
             .chain(self.event_id.iter().map(|c| c.name.as_str()))
-            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()));
+            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()))
+            .chain(self.offsets.iter().flat_map(|o| {
+                std::iter::once(o.column.as_str()).chain(o.source_column.as_deref())
+            }));
         for c in others {
             if !out.contains(&c) {
                 out.push(c);
@@ -405,20 +410,21 @@ impl PipelineDef {
     }
 
     /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
-    fn tables(&self) -> &'static [&'static str] {
+    fn tables(&self) -> Vec<&'static str> {
+        let mut out = vec!["state"];
+        if self.event_id.is_some() {
+            out.push("ids");
+        }
+        out.extend(["history", "refused", "folds"]);
         // Session pipelines created before their key locks were rows of `locks` have no such
         // table: what names it says IF EXISTS.
         if self.window.is_session() {
-            if self.event_id.is_some() {
-                &["state", "ids", "history", "refused", "folds", "locks"]
-            } else {
-                &["state", "history", "refused", "folds", "locks"]
-            }
-        } else if self.event_id.is_some() {
-            &["state", "ids", "history", "refused", "folds"]
-        } else {
-            &["state", "history", "refused", "folds"]
+            out.push("locks");
         }
+        if self.offsets.is_some() {
+            out.push("offsets");
+        }
+        out
     }
 }
 
@@ -780,7 +786,7 @@ mod tests {
     #[test]
     fn bulk_loads_of_new_windows_try_the_plain_ledger_insert_first() {
         let mut d = def();
-        let fresh = d.ingest_statement_for(Ledger::Fresh);
+        let fresh = d.ingest_statement_for(Ledger::Fresh, Rows::All);
         let fresh_cte = &fresh[fresh.find("fresh AS (").unwrap()..fresh.find("kept AS").unwrap()];
         assert!(!fresh_cte.contains("ON CONFLICT") && !fresh_cte.contains("RETURNING"));
         assert!(fresh.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));

@@ -90,6 +90,11 @@ impl PipelineDef {
     /// against the transition table `new_rows` (see the module comment). It returns the counts
     /// of [`Self::ingest_statement`] followed by the number of `merged` versions it wrote.
     pub fn session_ingest_statement(&self) -> String {
+        self.session_ingest_statement_from(Rows::All)
+    }
+
+    /// [`Self::session_ingest_statement`] over the statement's rows `rows`.
+    pub(super) fn session_ingest_statement_from(&self, rows: Rows) -> String {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let kg = prefix(&self.key_names(Some("g")));
@@ -113,7 +118,7 @@ impl PipelineDef {
         } else {
             format!("PARTITION BY {} ", self.key_names(None).join(", "))
         };
-        let mut sql = self.ingest_prelude(true);
+        let mut sql = self.ingest_prelude(true, rows);
         sql += &self.cls_counts();
         if self.event_id.is_some() {
             sql += &self.dedup_ctes(false);

@@ -17,7 +17,8 @@ impl PipelineDef {
     /// calendar periods whose slide is their size), with no watermark lag, in the layout with
     /// late deltas. The front writes a statement's one on-time row with
     /// [`Self::ingest_on_time_statement`] and hands every other statement, and every other row,
-    /// to the PL/pgSQL function, unchanged.
+    /// to the PL/pgSQL function, unchanged. Pipelines with offsets have none: each statement
+    /// claims its offsets first (see `api::offsets`).
     pub fn has_front(&self) -> bool {
         matches!(
             self.window,
@@ -25,6 +26,7 @@ impl PipelineDef {
         ) && !self.window.multi()
             && self.watermark_lag.is_none()
             && self.uses_late_deltas()
+            && self.offsets.is_none()
     }
 
     /// The PL/pgSQL trigger function: the trigger's own function, or, behind a front, the
@@ -211,7 +213,7 @@ impl PipelineDef {
             ids = self.table("ids"),
             lo = self.windows_of("m.lo"),
             hi = self.windows_of("m.hi"),
-            fresh = self.ingest_statement_for(Ledger::Fresh),
+            fresh = self.ingest_statement_for(Ledger::Fresh, Rows::All),
         )
     }
 
@@ -239,6 +241,48 @@ impl PipelineDef {
                 self.bulk_block()
             )
         }
+    }
+
+    /// With offsets (SPEC §12): the claim of the statement's offsets, then [`Self::branches`]
+    /// over the transition table when no row is a duplicate by its offset, and otherwise the
+    /// statement for many rows over the rows after the offsets, with the pairs (row, window) of
+    /// the rows it left out counted as duplicates.
+    fn offset_branches(&self, first_row: &str) -> String {
+        let Some(claim) = self.offsets_claim() else {
+            return format!("{first_row}{}", self.branches());
+        };
+        let into = "INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w";
+        let filtered = if self.window.is_session() {
+            format!(
+                "{}
+{into}, n_merged;
+",
+                self.session_ingest_statement_from(Rows::AfterOffsets)
+            )
+        } else {
+            format!(
+                "{}
+{into};
+",
+                self.ingest_statement_for(Ledger::Dedup, Rows::AfterOffsets)
+            )
+        };
+        let pairs = if self.window.multi() {
+            format!(
+                "(SELECT count(*) FROM new_rows n LEFT JOIN LATERAL {} w ON true)",
+                self.windows_of(&format!("n.{}", quote_ident(&self.event_time)))
+            )
+        } else {
+            "(SELECT count(*) FROM new_rows)".to_string()
+        };
+        format!(
+            "{claim}             IF v_committed IS NULL THEN
+             {first_row}{branches}             ELSE
+             {filtered}             n_duplicates := {pairs} - n_accepted - n_late - n_refused;
+             END IF;
+",
+            branches = self.branches(),
+        )
     }
 
     /// The trigger function that runs, for each INSERT or COPY statement on the source table,
@@ -339,12 +383,11 @@ impl PipelineDef {
              <<{FN_LABEL}>>\n\
              DECLARE\n  n_accepted bigint; n_late bigint; n_refused bigint; n_duplicates bigint; max_event_time timestamptz;\n\
                v_row record; v_ws timestamptz; v_we timestamptz; v_landing integer; v_w timestamptz; v_kept boolean; v_tid tid; v_done boolean := false;\n\
-               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;{merged_var}\n\
+               v_restricted boolean; n_bad bigint := 0; v_bad timestamptz; n_versions bigint := 0;{merged_var}{offsets_var}\n\
              BEGIN\n\
              v_restricted := {INTERNAL_SCHEMA}.restrict();\n\
              {before}\
              {session_locks}\
-             {first_row}\
              {branches}\
              IF n_bad > 0 THEN\n\
                PERFORM {INTERNAL_SCHEMA}.raise_event_time_error({id}, {FN_LABEL}.v_bad);\n\
@@ -359,7 +402,7 @@ impl PipelineDef {
              RETURN NULL;\n\
              END {FN_LABEL}\n$eventtime$",
             f = self.sql_trigger_function(),
-            branches = self.branches(),
+            branches = self.offset_branches(&first_row),
             session_locks = if self.window.is_session() { self.session_locks() } else { String::new() },
             // The session statement looks each key's live sessions up by index and its state
             // rows up by tid, and a late version looks its window's main firing up by index: a
@@ -371,6 +414,7 @@ impl PipelineDef {
                 ""
             },
             merged_var = if self.window.is_session() { " n_merged bigint := 0;" } else { "" },
+            offsets_var = if self.offsets.is_some() { " v_committed jsonb;" } else { "" },
             id = self.id,
         )
     }

@@ -12,6 +12,8 @@ mod crash;
 mod dump_restore;
 #[path = "cases/interleaving.rs"]
 mod interleaving;
+#[path = "cases/offsets.rs"]
+mod offsets;
 #[path = "cases/operations.rs"]
 mod operations;
 #[path = "cases/roles.rs"]
