@@ -1,16 +1,22 @@
 """An ingestion job and a consumer of pg_eventtime, written as users write them with psycopg 3.
 
-The job sends orders by COPY (every fifth batch by eventtime.ingest, as JSON) in batches, each batch in one transaction with the watermark it
-allows (the greatest event time so far less a lag). It crashes twice: once before a batch
-commits (the connection is dropped, the batch is redelivered), once after it commits but before
-the job records that it did (the batch is redelivered again: its ids make it duplicates).
+The job reads orders from an ordered log of two partitions (as a Kafka topic), each record with
+its partition and offset, and sends them by COPY (every fifth batch by eventtime.ingest, as JSON)
+in batches, each batch in one transaction with the watermark it allows (the greatest event time
+so far less a lag). The pipeline dedups by those offsets (offset_column, source_column): no ledger.
+The job starts, and restarts, from the offsets the pipeline committed (eventtime.sources), as
+Kafka Connect's exactly-once sinks do. It crashes twice: once before a batch commits (the
+connection is dropped; it restarts from the committed offsets, which send the batch again), once
+after a commit but before the job learns of it (it retries the batch blindly: every row is at or
+below its partition's committed offset, a duplicate).
 
 The consumer runs beside it in a thread: LISTEN eventtime, and on each notification (or every
 half second) reads the typed feed after the cursor it stored, writes what it consumed and the
 new cursor in one transaction of its own, and is restarted halfway from the cursor it committed.
 
 Checks, against the source rows and the history as the database holds them:
-- every distinct order is counted once, in its window's latest version, whatever was redelivered;
+- every offset is counted once, in its window's latest version, whatever was redelivered, and
+  the committed offsets are the log's last; the pipeline keeps no ledger of ids;
 - the consumer saw every version of the history exactly once, and the versions of each window in
   order; numeric sums arrived as Decimal with every digit.
 
@@ -45,11 +51,13 @@ def setup():
         c.execute("DROP TABLE IF EXISTS consumed, consumer_cursor")
         c.execute("SELECT eventtime.drop_pipeline(name) FROM eventtime.pipelines WHERE name = 'orders_hourly'")
         c.execute("DROP TABLE IF EXISTS orders")
-        c.execute("CREATE TABLE orders (order_id bigint, store text, amount numeric, ordered_at timestamptz)")
+        c.execute(
+            "CREATE TABLE orders (part int, off bigint, order_id bigint, store text, amount numeric, ordered_at timestamptz)"
+        )
         c.execute(
             """SELECT eventtime.create_pipeline(
                    name => 'orders_hourly', source => 'orders', event_time => 'ordered_at',
-                   key => ARRAY['store'], event_id => 'order_id', window_size => '1 hour',
+                   key => ARRAY['store'], offset_column => 'off', source_column => 'part', window_size => '1 hour',
                    allowed_lateness => %s, aggregates => 'count(*) AS orders, sum(amount) AS revenue')""",
             (dt.timedelta(hours=3),),  # psycopg sends a timedelta as '03:00:00'
         )
@@ -63,24 +71,47 @@ def setup():
         c.execute("INSERT INTO consumer_cursor VALUES (1, NULL)")
 
 
+PARTITIONS = 2
+COLUMNS = ("part", "off", "order_id", "store", "amount", "ordered_at")
+
+
 def orders(n, seed=7):
-    """n orders in roughly increasing time, some 3 hours out of order (late) and some 6 hours (past the
-    grace), with amounts of many digits."""
+    """The log: n orders in roughly increasing time, some 3 hours out of order (late) and some 6
+    hours (past the grace), with amounts of many digits; order i is in partition i % 2, at the
+    next offset of that partition (from 1)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         t = START + dt.timedelta(seconds=30 * i) - dt.timedelta(seconds=rng.choice([0, 0, 0, 0, 600, 10800, 21600]))
         amount = Decimal(rng.randrange(1, 10**12)) / Decimal(10**4)
-        out.append((i + 1, rng.choice(STORES), amount, t))
+        out.append((i % PARTITIONS, i // PARTITIONS + 1, i + 1, rng.choice(STORES), amount, t))
     return out
+
+
+def committed_offsets(conn):
+    """Where the job resumes: each partition's offset committed with the rows it counted."""
+    with conn.transaction():
+        rows = conn.execute(
+            """SELECT source, "offset" FROM eventtime.sources
+               WHERE pipeline = 'orders_hourly' AND "offset" IS NOT NULL"""
+        ).fetchall()
+    return {int(source): offset for source, offset in rows}
+
+
+def resume_position(log, committed):
+    """The first record of the log not yet counted: after every partition's committed offset
+    (the log interleaves the partitions, so it is the first record above its partition's)."""
+    for i, r in enumerate(log):
+        if r[1] > committed.get(r[0], 0):
+            return i
+    return len(log)
 
 
 def as_json(batch):
     """Rows for eventtime.ingest: objects keyed by column, numeric and timestamptz as strings
     (exact, and parsed by PostgreSQL), which json.dumps(default=str) gives for Decimal and
     datetime."""
-    cols = ("order_id", "store", "amount", "ordered_at")
-    return Jsonb([dict(zip(cols, row)) for row in batch], dumps=functools.partial(json.dumps, default=str))
+    return Jsonb([dict(zip(COLUMNS, row)) for row in batch], dumps=functools.partial(json.dumps, default=str))
 
 
 def send(conn, batch, max_seen, by_ingest=False):
@@ -90,7 +121,7 @@ def send(conn, batch, max_seen, by_ingest=False):
         if by_ingest:
             conn.execute("SELECT * FROM eventtime.ingest('orders_hourly', %s)", (as_json(batch),))
         else:
-            with conn.cursor().copy("COPY orders (order_id, store, amount, ordered_at) FROM STDIN") as cp:
+            with conn.cursor().copy(f"COPY orders ({', '.join(COLUMNS)}) FROM STDIN") as cp:
                 for row in batch:
                     cp.write_row(row)
         conn.execute("SELECT eventtime.advance_watermark('orders_hourly', %s)", (max_seen - LAG,))
@@ -98,20 +129,23 @@ def send(conn, batch, max_seen, by_ingest=False):
 
 def job(rows, consumer, batch_size=100):
     conn = connect()
-    done = 0  # the job's own record of what it delivered (lost on a crash)
+    # The job starts from the offsets the pipeline committed (none yet: the log's start).
+    done = resume_position(rows, committed_offsets(conn))
     crashed_before = crashed_after = False
     max_seen = START
     while done < len(rows):
         batch = rows[done : done + batch_size]
-        bmax = max(max_seen, max(r[3] for r in batch))
+        bmax = max(max_seen, max(r[5] for r in batch))
         if not crashed_before and done >= len(rows) // 3:
-            # The process dies mid-batch: the rows went, the commit did not.
+            # The process dies mid-batch: the rows went, the commit did not. It restarts from the
+            # committed offsets, which are before this batch.
             crashed_before = True
-            with conn.cursor().copy("COPY orders (order_id, store, amount, ordered_at) FROM STDIN") as cp:
+            with conn.cursor().copy(f"COPY orders ({', '.join(COLUMNS)}) FROM STDIN") as cp:
                 for row in batch:
                     cp.write_row(row)
             conn.close()
             conn = connect()
+            done = resume_position(rows, committed_offsets(conn))
             continue
         send(conn, batch, bmax, by_ingest=(done // batch_size) % 5 == 4)
         max_seen = bmax
@@ -120,7 +154,8 @@ def job(rows, consumer, batch_size=100):
             # restart falls mid-run however the threads are scheduled.
             assert consumer.restarted.wait(60), "the consumer did not restart within 60 s"
         if not crashed_after and done >= 2 * len(rows) // 3:
-            # The process dies after the commit, before it records the batch: it redelivers.
+            # The connection breaks after the commit, before the job learns of it: it retries the
+            # batch as it was (at or below the committed offsets: all duplicates).
             crashed_after = True
             conn.close()
             conn = connect()
@@ -128,6 +163,9 @@ def job(rows, consumer, batch_size=100):
         done += len(batch)
     with conn.transaction():
         conn.execute("SELECT eventtime.advance_watermark('orders_hourly', 'infinity')")
+    assert committed_offsets(conn) == {p: max(r[1] for r in rows if r[0] == p) for p in range(PARTITIONS)}, (
+        "the committed offsets are not the log's last"
+    )
     conn.close()
 
 
@@ -190,13 +228,16 @@ class Consumer:
 def check():
     with connect() as c:
         distinct = {}
-        for oid, store, amount, t in orders(N):
-            distinct[oid] = (store, amount, t)
+        for part, off, oid, store, amount, t in orders(N):
+            distinct[(part, off)] = (store, amount, t)
         # What the pipeline counted: accepted and late rows in windows, refused rows apart.
-        refused = {r[0] for r in c.execute("SELECT event_id FROM orders_hourly_refused")}
+        refused = {
+            (int(r[0]), int(r[1]))
+            for r in c.execute("""SELECT "row"->>'part', "row"->>'off' FROM orders_hourly_refused""")
+        }
         expected = {}
-        for oid, (store, amount, t) in distinct.items():
-            if oid in refused:
+        for offset, (store, amount, t) in distinct.items():
+            if offset in refused:
                 continue
             w = t.replace(minute=0, second=0, microsecond=0)
             n, s = expected.get((store, w), (0, Decimal(0)))
@@ -211,6 +252,11 @@ def check():
         assert 0 < len(refused) < N // 10, f"{len(refused)} refused orders: the run should refuse a few"
         (sent,) = c.execute("SELECT count(*) FROM orders").fetchone()
         assert sent > N, "the redeliveries should be in the source table"
+        (ledgers,) = c.execute(
+            """SELECT count(*) FROM pg_tables WHERE schemaname = '_eventtime'
+                   AND tablename = (SELECT format('p%s_ids', id) FROM _eventtime.pipeline WHERE name = 'orders_hourly')"""
+        ).fetchone()
+        assert ledgers == 0, "a pipeline with offsets keeps no ledger of ids"
 
         history = c.execute(
             "SELECT store, window_start, version, kind, orders, revenue FROM orders_hourly_history ORDER BY 1, 2, 3"
