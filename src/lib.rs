@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 
 pub mod api;
 pub mod core;
+pub mod engine;
 pub mod pg;
 
 ::pgrx::pg_module_magic!(name, version);

@@ -30,8 +30,11 @@ use std::rc::Rc;
 
 use pgrx::prelude::*;
 
+use crate::core::aggregates::ResolvedAgg;
 use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::window::{Window, WindowSpec};
+use crate::engine::acc::{Accumulator, Storage};
+use crate::engine::{self, Groups, Key};
 use crate::pg::catalog;
 use crate::pg::error::EtError;
 use crate::pg::security::{as_catalog_owner, as_owner};
@@ -57,6 +60,12 @@ struct Front {
     on_time: pg_sys::SPIPlanPtr,
     window_open: pg_sys::SPIPlanPtr,
     duplicates: pg_sys::SPIPlanPtr,
+    /// For statements of several rows in open windows, without event ids: the engine's view
+    /// of the pipeline, the state table (locked before the watermark is read) and the read of
+    /// the watermark. `None` when the engine cannot take the pipeline's statements.
+    engine: Option<(engine::Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)>,
+    /// With offsets (and an engine): how the engine reads and claims them.
+    offsets: Option<FrontOffsets>,
 }
 
 thread_local! {
@@ -105,6 +114,12 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
         if (*relation).rd_id == front.source && (*(*relation).rd_rel).relowner != front.owner {
             forget(fn_oid);
             front = front_of(fn_oid, trigdata);
+        }
+        if let Some((rows, duplicates)) = write_groups(&front, trigdata) {
+            if collects_counts() {
+                super::ingest::note_statement_counts(front.pipeline, rows, 0, 0, duplicates);
+            }
+            return pg_sys::Datum::from(0);
         }
         if let Some(wrote) = write_one_row(&front, trigdata) {
             let (accepted, duplicates) = match wrote {
@@ -194,7 +209,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
     // SAFETY: the trigger's relation, open for the statement.
     let desc = unsafe { (*(*trigdata).tg_relation).rd_att };
     let names = p.def.front_columns();
-    let columns: Vec<(i16, pg_sys::Oid)> = names
+    let attributes: Vec<(i16, pg_sys::Oid, pg_sys::Oid)> = names
         .iter()
         .map(|n| {
             // SAFETY: `desc` is a valid tuple descriptor of `natts` attributes.
@@ -206,6 +221,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             })
         })
         .collect();
+    let columns: Vec<(i16, pg_sys::Oid)> = attributes.iter().map(|a| (a.0, a.1)).collect();
     let position = |n: &str| names.iter().position(|c| *c == n);
     let sql_fn = p.def.sql_trigger_function();
     let fallback = as_catalog_owner(|| {
@@ -230,6 +246,21 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             keep_plan(&duplicates_sql, &[]),
         )
     });
+    let mut engine = if p.def.event_id.is_none() {
+        engine_plan(&p, &names, &attributes)
+    } else {
+        None
+    };
+    let offsets = match (&p.def.offsets, &engine) {
+        (Some(o), Some(_)) => {
+            let offsets = front_offsets(&p, o, &names, &attributes);
+            if offsets.is_none() {
+                engine = None;
+            }
+            offsets
+        }
+        _ => None,
+    };
     let front = Rc::new(Front {
         pipeline: p.id,
         source: p.source_oid,
@@ -246,6 +277,8 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
         on_time,
         window_open,
         duplicates,
+        engine,
+        offsets,
     });
     FRONTS.with(|m| m.borrow_mut().insert(fn_oid, front.clone()));
     front
@@ -254,7 +287,13 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
 /// Forgets what the backend kept for the front `fn_oid`, plans included.
 fn forget(fn_oid: pg_sys::Oid) {
     if let Some(f) = FRONTS.with(|m| m.borrow_mut().remove(&fn_oid)) {
-        for plan in [f.on_time, f.window_open, f.duplicates] {
+        let engine = f.engine.as_ref().map(|e| [e.0.write, e.2]);
+        let offsets = f.offsets.as_ref().map(|o| [o.claim, o.duplicates]);
+        for plan in [f.on_time, f.window_open, f.duplicates]
+            .into_iter()
+            .chain(engine.into_iter().flatten())
+            .chain(offsets.into_iter().flatten())
+        {
             // SAFETY: the plans were kept by `keep_plan` and nothing else holds them.
             unsafe { pg_sys::SPI_freeplan(plan) };
         }
@@ -265,14 +304,546 @@ fn forget(fn_oid: pg_sys::Oid) {
 ///
 /// # Safety
 /// `desc` is a valid tuple descriptor.
-unsafe fn attribute(desc: pg_sys::TupleDesc, name: &str) -> Option<(i16, pg_sys::Oid)> {
+unsafe fn attribute(
+    desc: pg_sys::TupleDesc,
+    name: &str,
+) -> Option<(i16, pg_sys::Oid, pg_sys::Oid)> {
     // SAFETY: indexes within `natts`; attribute names are NUL-terminated.
     unsafe {
         let desc = pgrx::PgTupleDesc::from_pg_unchecked(desc);
         desc.iter()
             .find(|a| !a.is_dropped() && a.name() == name)
-            .map(|a| (a.attnum, a.type_oid().value()))
+            .map(|a| (a.attnum, a.type_oid().value(), a.attcollation))
     }
+}
+
+/// The engine's view of pipeline `p` (see `engine`), whose front reads `names`, of the source's
+/// `attributes` (number, type, collation): keys, accumulators, the groups statement kept as the
+/// owner, the state table and the read of the watermark. `None` when a key or aggregate needs
+/// what the engine does not have (a type without hash function, a cast by text), or a type has
+/// no array type.
+fn engine_plan(
+    p: &catalog::Pipeline,
+    names: &[&str],
+    attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
+) -> Option<(engine::Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)> {
+    let position = |n: &str| names.iter().position(|c| *c == n);
+    let keys: Vec<Key> = p
+        .def
+        .keys
+        .iter()
+        .map(|k| {
+            let i = position(&k.name)?;
+            Key::resolve(i, attributes[i].1, attributes[i].2)
+        })
+        .collect::<Option<_>>()?;
+    let accs: Vec<Accumulator> = p
+        .def
+        .aggs
+        .iter()
+        .map(|a: &ResolvedAgg| {
+            let arg = match a.spec.arg.as_deref() {
+                Some(c) => Some(position(c)?),
+                None => None,
+            };
+            let (t, coll) = arg
+                .map(|i| (attributes[i].1, attributes[i].2))
+                .unwrap_or_default();
+            Accumulator::resolve(a, arg, t, coll)
+        })
+        .collect::<Option<_>>()?;
+    let mut columns: Vec<Storage> = keys.iter().map(|k| k.storage).collect();
+    columns.extend([
+        Storage::of(pg_sys::TIMESTAMPTZOID),
+        Storage::of(pg_sys::TIMESTAMPTZOID),
+        Storage::of(pg_sys::INT8OID),
+    ]);
+    columns.extend(accs.iter().flat_map(|a| a.column_storage()));
+    if columns.len() != p.def.front_group_types().len() {
+        return None;
+    }
+    let array_types: Vec<pg_sys::Oid> = columns
+        .iter()
+        // SAFETY: a syscache lookup.
+        .map(|c| unsafe { pg_sys::get_array_type(c.oid) })
+        .collect();
+    if array_types.contains(&pg_sys::InvalidOid) {
+        return None;
+    }
+    let state = as_catalog_owner(|| {
+        crate::pg::spi::read_one::<pg_sys::Oid>(
+            "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+            &[p.def.table("state").as_str().into()],
+        )
+    })
+    .ok()
+    .flatten()?;
+    let watermark_sql = format!(
+        "SELECT /* pg_eventtime ingest, the watermark */ p.watermark FROM _eventtime.pipeline p WHERE p.id = {}",
+        p.id
+    );
+    let groups_sql = p.def.ingest_groups_statement();
+    let (write, watermark) = as_owner(p.owner, || {
+        (
+            keep_plan(&groups_sql, &array_types),
+            keep_plan(&watermark_sql, &[]),
+        )
+    });
+    Some((
+        engine::Plan {
+            keys,
+            accs,
+            write,
+            columns,
+        },
+        state,
+        watermark,
+    ))
+}
+
+/// How the engine reads and claims the offsets `o` of pipeline `p`; `None` when the source
+/// column's type is not text, varchar or an integer (whose text the engine writes as `::text`
+/// does), and then the pipeline has no engine.
+fn front_offsets(
+    p: &catalog::Pipeline,
+    o: &crate::core::model::Offsets,
+    names: &[&str],
+    attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
+) -> Option<FrontOffsets> {
+    let position = |n: &str| names.iter().position(|c| *c == n);
+    let column = position(&o.column)?;
+    let source = match &o.source_column {
+        None => None,
+        Some(c) => {
+            let i = position(c)?;
+            let t = attributes[i].1;
+            if ![
+                pg_sys::TEXTOID,
+                pg_sys::VARCHAROID,
+                pg_sys::INT2OID,
+                pg_sys::INT4OID,
+                pg_sys::INT8OID,
+            ]
+            .contains(&t)
+            {
+                return None;
+            }
+            Some((i, t))
+        }
+    };
+    let claim_sql = format!(
+        "SELECT /* pg_eventtime ingest, the offsets */ _eventtime.offsets_claim({}, $1)::pg_catalog.text",
+        p.id
+    );
+    let duplicates_sql = format!(
+        "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, $1)",
+        p.id
+    );
+    let (claim, duplicates) = as_owner(p.owner, || {
+        (
+            keep_plan(&claim_sql, &[pg_sys::TEXTOID]),
+            keep_plan(&duplicates_sql, &[pg_sys::INT8OID]),
+        )
+    });
+    Some(FrontOffsets {
+        column,
+        offset_type: attributes[column].1,
+        source,
+        claim,
+        duplicates,
+    })
+}
+
+/// Runs a kept plan that returns one `timestamptz` (or none): its microseconds, `None` for NULL
+/// or no row.
+fn run_plan_timestamp(plan: pg_sys::SPIPlanPtr) -> Option<i64> {
+    // SAFETY: as `run_plan`, with no parameters; the value is by value.
+    unsafe {
+        pg_sys::SPI_connect();
+        let rc = pg_sys::SPI_execute_plan(plan, std::ptr::null_mut(), std::ptr::null(), false, 0);
+        if rc < 0 {
+            pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
+        }
+        let table = pg_sys::SPI_tuptable;
+        let mut out = None;
+        if !table.is_null() && pg_sys::SPI_processed > 0 {
+            let mut null = false;
+            let v = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
+            if !null {
+                out = Some(v.value() as i64);
+            }
+        }
+        pg_sys::SPI_finish();
+        out
+    }
+}
+
+/// Writes a statement of several rows by the engine (see `engine`) when the front has one for
+/// the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
+/// time whose window is open against the watermark (and, with offsets, an offset and a source,
+/// rising through the statement per source); returns the rows counted and the duplicates by
+/// offset, or `None`, having written nothing, when the statement goes to the PL/pgSQL function.
+///
+/// # Safety
+/// `trigdata` is the trigger call's.
+unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Option<(i64, i64)> {
+    let (plan, state, watermark_plan) = front.engine.as_ref()?;
+    // SAFETY: reads of the trigger's call data and of a backend global.
+    let (table, relation) = unsafe {
+        if pg_sys::XactIsoLevel != pg_sys::XACT_READ_COMMITTED as i32 {
+            return None;
+        }
+        ((*trigdata).tg_newtable, (*trigdata).tg_relation)
+    };
+    // SAFETY: the relation is open for the statement; the transition table is the statement's.
+    unsafe {
+        if table.is_null()
+            || (*relation).rd_id != front.source
+            || pg_sys::tuplestore_tuple_count(table) < 2
+        {
+            return None;
+        }
+    }
+    // SAFETY: the descriptor of the open relation.
+    let desc = unsafe { (*relation).rd_att };
+    for (attnum, type_oid) in &front.columns {
+        // SAFETY: as in `write_row`.
+        let current = unsafe { pgrx::PgTupleDesc::from_pg_unchecked(desc) }
+            .get((*attnum - 1) as usize)
+            .map(|a| a.type_oid().value());
+        if current != Some(*type_oid) {
+            return None;
+        }
+    }
+    // The watermark after the state's lock, as the ingest statements read it.
+    // SAFETY: a lock on the pipeline's state table, held until the transaction ends.
+    unsafe { pg_sys::LockRelationOid(*state, pg_sys::RowExclusiveLock as i32) };
+    // From here on as the pipeline's owner, in a security-restricted operation: the reads and
+    // writes, and the functions of the key and aggregate types, as the PL/pgSQL function runs
+    // them.
+    as_owner(front.owner, || {
+        let watermark = run_plan_timestamp(*watermark_plan);
+        let run = |write: pg_sys::SPIPlanPtr, arrays: &[pg_sys::Datum]| {
+            let nulls = vec![b' '; arrays.len()];
+            run_plan(write, arrays, &nulls);
+        };
+        let group_cx = pgrx::PgMemoryContexts::new("pg_eventtime groups");
+        let row_cx = pgrx::PgMemoryContexts::new("pg_eventtime rows");
+        let (group_cx, row) = (group_cx.value(), row_cx.value());
+        // SAFETY: the transition table is read through a read pointer of its own (as in
+        // `write_one_row`), each row deformed in the slot; the contexts outlive the groups, and
+        // the per-row context is reset only between rows.
+        unsafe {
+            let slot = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsMinimalTuple);
+            let pointer =
+                pg_sys::tuplestore_alloc_read_pointer(table, pg_sys::EXEC_FLAG_REWIND as i32);
+            let result = group_rows(
+                front, plan, table, pointer, slot, watermark, group_cx, row, &run,
+            );
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            let (rows, duplicates) = result?;
+            if duplicates > 0 {
+                if let Some(o) = &front.offsets {
+                    run_plan(o.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
+                }
+            }
+            Some((rows, duplicates))
+        }
+    })
+}
+
+/// With offsets: the front columns of a row's offset and source, the claim of a statement's
+/// offsets and the record of its duplicates, kept plans both.
+struct FrontOffsets {
+    /// Index among the front columns, and the offset's type (int2, int4 or int8).
+    column: usize,
+    offset_type: pg_sys::Oid,
+    /// Index and type of the source column (text, varchar or an integer): `None` for one source.
+    source: Option<(usize, pg_sys::Oid)>,
+    claim: pg_sys::SPIPlanPtr,
+    duplicates: pg_sys::SPIPlanPtr,
+}
+
+impl FrontOffsets {
+    /// The offset of a row, from its datum.
+    fn offset(&self, d: pg_sys::Datum) -> i64 {
+        match self.offset_type {
+            pg_sys::INT2OID => d.value() as i16 as i64,
+            pg_sys::INT4OID => d.value() as i32 as i64,
+            _ => d.value() as i64,
+        }
+    }
+
+    /// The source of a row as `::text` writes it, into `buf`.
+    ///
+    /// # Safety
+    /// `values` are the front columns' datums of a row whose source is not NULL.
+    unsafe fn source<'b>(&self, values: &[pg_sys::Datum], buf: &'b mut Vec<u8>) -> &'b [u8] {
+        buf.clear();
+        match self.source {
+            None => buf.extend_from_slice(crate::core::model::SINGLE_SOURCE.as_bytes()),
+            Some((i, t)) => match t {
+                pg_sys::INT2OID => write_int(buf, values[i].value() as i16 as i64),
+                pg_sys::INT4OID => write_int(buf, values[i].value() as i32 as i64),
+                pg_sys::INT8OID => write_int(buf, values[i].value() as i64),
+                // SAFETY: a text or varchar datum, as the caller promises.
+                _ => unsafe {
+                    let v = pg_sys::pg_detoast_datum_packed(values[i].cast_mut_ptr());
+                    let len = pgrx::varlena::varsize_any_exhdr(v);
+                    let data = pgrx::varlena::vardata_any(v) as *const u8;
+                    buf.extend_from_slice(std::slice::from_raw_parts(data, len));
+                },
+            },
+        }
+        buf
+    }
+}
+
+/// `v` in decimal, as `int8out` writes it, at the end of `buf`.
+fn write_int(buf: &mut Vec<u8>, v: i64) {
+    use std::io::Write;
+    write!(buf, "{v}").expect("write to a vector");
+}
+
+/// The grouping of a statement's rows and the writes of its groups (see [`write_groups`]):
+/// the rows counted and the duplicates by offset, or `None`, having written nothing.
+///
+/// # Safety
+/// As [`scan`]; `group_cx` and `row` are memory contexts that outlive the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn group_rows(
+    front: &Front,
+    plan: &engine::Plan,
+    table: *mut pg_sys::Tuplestorestate,
+    pointer: i32,
+    slot: *mut pg_sys::TupleTableSlot,
+    watermark: Option<i64>,
+    group_cx: pg_sys::MemoryContext,
+    row: pg_sys::MemoryContext,
+    run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum]),
+) -> Option<(i64, i64)> {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mut groups = Groups::new(plan, group_cx);
+        let add = |groups: &mut Groups, values: &[pg_sys::Datum], nulls: &[bool], w: Window| {
+            let old = pg_sys::MemoryContextSwitchTo(row);
+            groups.add(values, nulls, w.start, w.end);
+            pg_sys::MemoryContextSwitchTo(old);
+        };
+        let reset = |i: usize| {
+            if (i + 1).is_multiple_of(engine::rows_per_reset()) {
+                pg_sys::MemoryContextReset(row);
+            }
+        };
+        let mut buf = Vec::new();
+        // With offsets, a first pass checks every row and scans the offsets; the claim then moves
+        // them (nothing is written before it), and the grouping skips the rows at or below their
+        // source's offset committed before.
+        let committed: Option<HashMap<Vec<u8>, i64>> = match &front.offsets {
+            None => None,
+            Some(o) => {
+                let mut seen = crate::api::offsets::Scan::default();
+                let ok = scan(
+                    front,
+                    table,
+                    pointer,
+                    slot,
+                    watermark,
+                    &mut |_, values, nulls, w| {
+                        let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
+                        if w.is_none() || nulls[o.column] || source_null {
+                            return false;
+                        }
+                        seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
+                        true
+                    },
+                );
+                let sources = seen.result();
+                if !ok || sources.iter().any(|s| !s.rising) {
+                    return None;
+                }
+                let json = serde_json::to_string(&sources).expect("scan serializes");
+                let claim = json.as_str().into_datum().expect("text datum");
+                let previous = run_plan_text(o.claim, &[claim]);
+                Some(
+                    previous
+                        .and_then(|p| serde_json::from_str::<HashMap<String, i64>>(&p).ok())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k.into_bytes(), v))
+                        .collect(),
+                )
+            }
+        };
+        let mut duplicates = 0i64;
+        let mut counted = 0i64;
+        if let (Some(o), Some(committed)) = (&front.offsets, &committed) {
+            // Every row checked: one pass, written whenever the groups reach the bound.
+            scan(
+                front,
+                table,
+                pointer,
+                slot,
+                watermark,
+                &mut |i, values, nulls, w| {
+                    let off = o.offset(values[o.column]);
+                    let at_or_below = !committed.is_empty()
+                        && committed
+                            .get(o.source(values, &mut buf))
+                            .is_some_and(|&c| off <= c);
+                    if at_or_below {
+                        duplicates += 1;
+                    } else {
+                        if groups.len() >= engine::FLUSH_GROUPS {
+                            groups.flush(run);
+                        }
+                        add(
+                            &mut groups,
+                            values,
+                            nulls,
+                            w.expect("checked by the first pass"),
+                        );
+                        counted += 1;
+                    }
+                    reset(i);
+                    true
+                },
+            );
+            groups.flush(run);
+            return Some((counted, duplicates));
+        }
+        // First pass: every row must be one the engine takes before anything is written; the rows
+        // are grouped until the groups reach the bound, then only checked.
+        let mut stopped_at: Option<usize> = None;
+        let ok = scan(
+            front,
+            table,
+            pointer,
+            slot,
+            watermark,
+            &mut |i, values, nulls, w| {
+                let Some(w) = w else { return false };
+                if stopped_at.is_none() {
+                    if groups.len() >= engine::FLUSH_GROUPS {
+                        stopped_at = Some(i);
+                    } else {
+                        add(&mut groups, values, nulls, w);
+                        reset(i);
+                    }
+                }
+                true
+            },
+        );
+        if !ok {
+            return None;
+        }
+        groups.flush(run);
+        // Second pass, past the bound: the rest, written whenever the groups reach it.
+        if let Some(from) = stopped_at {
+            scan(
+                front,
+                table,
+                pointer,
+                slot,
+                watermark,
+                &mut |i, values, nulls, w| {
+                    if i >= from {
+                        if groups.len() >= engine::FLUSH_GROUPS {
+                            groups.flush(run);
+                        }
+                        add(
+                            &mut groups,
+                            values,
+                            nulls,
+                            w.expect("checked by the first pass"),
+                        );
+                        reset(i);
+                    }
+                    true
+                },
+            );
+            groups.flush(run);
+        }
+        Some((pg_sys::tuplestore_tuple_count(table), 0))
+    }
+}
+
+/// Runs a kept plan that returns one `text` (or none), with parameters `values` (none NULL).
+fn run_plan_text(plan: pg_sys::SPIPlanPtr, values: &[pg_sys::Datum]) -> Option<String> {
+    let mut values = values.to_vec();
+    let nulls: Vec<std::ffi::c_char> = vec![b' ' as std::ffi::c_char; values.len() + 1];
+    // SAFETY: as `run_plan`; the text is copied out before the connection closes.
+    unsafe {
+        pg_sys::SPI_connect();
+        let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0);
+        if rc < 0 {
+            pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
+        }
+        let table = pg_sys::SPI_tuptable;
+        let mut out = None;
+        if !table.is_null() && pg_sys::SPI_processed > 0 {
+            let mut null = false;
+            let v = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
+            if !null {
+                out = String::from_datum(v, false);
+            }
+        }
+        pg_sys::SPI_finish();
+        out
+    }
+}
+
+/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its open
+/// window; false stops the scan.
+type RowFn<'a> = dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<Window>) -> bool + 'a;
+
+/// Reads the transition table `table` from its start through read pointer `pointer`, and calls
+/// `f` with each row's index, the front columns' values and NULLs, and its window when it has an
+/// event time whose window is open against `watermark` (`None` otherwise); stops when `f`
+/// returns false, and returns whether it read every row.
+///
+/// # Safety
+/// `table` is the statement's transition table, `pointer` a read pointer of it, `slot` a slot
+/// of the source's descriptor; the values passed to `f` are valid during the call.
+unsafe fn scan(
+    front: &Front,
+    table: *mut pg_sys::Tuplestorestate,
+    pointer: i32,
+    slot: *mut pg_sys::TupleTableSlot,
+    watermark: Option<i64>,
+    f: &mut RowFn<'_>,
+) -> bool {
+    let last = front.columns.iter().map(|c| c.0).max().unwrap_or(1);
+    let mut values = vec![pg_sys::Datum::from(0); front.columns.len()];
+    let mut nulls = vec![false; front.columns.len()];
+    let mut ok = true;
+    // SAFETY: as the caller promises.
+    unsafe {
+        pg_sys::tuplestore_select_read_pointer(table, pointer);
+        pg_sys::tuplestore_rescan(table);
+        let mut i = 0usize;
+        while pg_sys::tuplestore_gettupleslot(table, true, false, slot) {
+            if (*slot).tts_nvalid < last {
+                pg_sys::slot_getsomeattrs_int(slot, last as i32);
+            }
+            for (j, (attnum, _)) in front.columns.iter().enumerate() {
+                let at = (*attnum - 1) as usize;
+                values[j] = *(*slot).tts_values.add(at);
+                nulls[j] = *(*slot).tts_isnull.add(at);
+            }
+            let w = (!nulls[front.event_time])
+                .then(|| window_of(&front.window, values[front.event_time].value() as i64))
+                .flatten()
+                .filter(|w| watermark.is_none_or(|m| w.end > m));
+            if !f(i, &values, &nulls, w) {
+                ok = false;
+                break;
+            }
+            i += 1;
+        }
+        pg_sys::tuplestore_select_read_pointer(table, 0);
+    }
+    ok
 }
 
 /// A plan of `sql` with parameters of `types`, generic (the statements have no choice a
@@ -338,6 +909,10 @@ fn run_plan(
 /// # Safety
 /// `trigdata` is the trigger call's.
 unsafe fn write_one_row(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Option<Wrote> {
+    // A statement of one row of a pipeline with offsets claims them in the PL/pgSQL function.
+    if front.offsets.is_some() {
+        return None;
+    }
     // SAFETY: reads of the trigger's call data and of a backend global.
     let (table, relation) = unsafe {
         if pg_sys::XactIsoLevel != pg_sys::XACT_READ_COMMITTED as i32 {

@@ -47,14 +47,14 @@ struct Seen {
 /// The state of `_eventtime.offset_scan`: one entry per source, in order of first appearance,
 /// found by name (the previous row's source is tried first: a log's rows come in runs).
 #[derive(Default)]
-struct Scan {
+pub struct Scan {
     sources: Vec<Seen>,
     index: HashMap<Vec<u8>, usize>,
     last: usize,
 }
 
 impl Scan {
-    fn add(&mut self, source: &[u8], offset: i64) {
+    pub fn add(&mut self, source: &[u8], offset: i64) {
         let found = match self.sources.get(self.last) {
             Some(s) if s.name == source => Some(self.last),
             _ => self.index.get(source).copied(),
@@ -82,7 +82,7 @@ impl Scan {
         }
     }
 
-    fn result(&self) -> Vec<SourceScan> {
+    pub fn result(&self) -> Vec<SourceScan> {
         let mut out: Vec<SourceScan> = self
             .sources
             .iter()

@@ -17,8 +17,8 @@ impl PipelineDef {
     /// calendar periods whose slide is their size), with no watermark lag, in the layout with
     /// late deltas. The front writes a statement's one on-time row with
     /// [`Self::ingest_on_time_statement`] and hands every other statement, and every other row,
-    /// to the PL/pgSQL function, unchanged. Pipelines with offsets have none: each statement
-    /// claims its offsets first (see `api::offsets`).
+    /// to the PL/pgSQL function, unchanged. With offsets, the front hands every statement of one
+    /// row over, and the engine claims the offsets of those it takes (see `api::front`).
     pub fn has_front(&self) -> bool {
         matches!(
             self.window,
@@ -26,7 +26,6 @@ impl PipelineDef {
         ) && !self.window.multi()
             && self.watermark_lag.is_none()
             && self.uses_late_deltas()
-            && self.offsets.is_none()
     }
 
     /// The PL/pgSQL trigger function: the trigger's own function, or, behind a front, the
@@ -60,7 +59,18 @@ impl PipelineDef {
     /// The source columns the front passes to [`Self::ingest_on_time_statement`] as `$3`,
     /// `$4`, ..., in this order, after the window's start (`$1`) and end (`$2`).
     pub fn front_columns(&self) -> Vec<&str> {
-        self.one_row_columns()
+        let mut out = self.one_row_columns();
+        // The engine reads a row's offset and source too (`api::front`).
+        for c in self
+            .offsets
+            .iter()
+            .flat_map(|o| std::iter::once(o.column.as_str()).chain(o.source_column.as_deref()))
+        {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
     }
 
     /// The statement the front runs for a statement's one row whose window the front computed
@@ -121,6 +131,53 @@ impl PipelineDef {
                 self.state_append(&format!("{row}\n{open}"))
             ),
         }
+    }
+
+    /// The statement the front runs for the groups of a statement whose rows are all in open
+    /// windows (`engine`): parameter `$j` is the array of column `j` of the groups, in the order
+    /// keys, window start, window end, rows, then one partial per state column (see
+    /// [`Self::front_group_types`]). The groups are appended to this backend's state rows as the
+    /// statement for many rows appends its own, sums checked.
+    pub fn ingest_groups_statement(&self) -> String {
+        let types = self.front_group_types();
+        let names: Vec<String> = (0..types.len()).map(|j| format!("c{j}")).collect();
+        let params: Vec<String> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| format!("${}::{t}[]", j + 1))
+            .collect();
+        let k = self.keys.len();
+        let order: Vec<String> = std::iter::once(format!("u.c{k}"))
+            .chain((0..k).map(|j| format!("u.c{j}")))
+            .collect();
+        let rows = format!(
+            "SELECT {} FROM unnest({}) AS u({}) ORDER BY {}",
+            names
+                .iter()
+                .map(|n| format!("u.{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            params.join(", "),
+            names.join(", "),
+            order.join(", "),
+        );
+        format!(
+            "/* pg_eventtime ingest, groups of open windows */\n{}",
+            self.state_append(&rows)
+        )
+    }
+
+    /// The element types of [`Self::ingest_groups_statement`]'s arrays.
+    pub fn front_group_types(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.keys.iter().map(|c| c.type_name.clone()).collect();
+        out.extend(["timestamptz".into(), "timestamptz".into(), "bigint".into()]);
+        for a in &self.aggs {
+            out.push(a.acc_type.clone());
+            if a.avg_kind.is_some() {
+                out.push("bigint".into());
+            }
+        }
+        out
     }
 
     /// Whether the window ending at `$1` is open against the pipeline's watermark: what the front

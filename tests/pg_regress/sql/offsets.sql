@@ -25,6 +25,16 @@ SELECT * FROM eventtime.ingest('of_daily', '{"part": 1, "off": 1, "store": "b", 
 SELECT * FROM eventtime.ingest('of_daily', '[{"part": 1, "off": 4, "store": "b", "amount": 4, "at": "2026-01-01 10:00+00"},
                                              {"part": 1, "off": 2, "store": "b", "amount": 2, "at": "2026-01-01 10:00+00"},
                                              {"part": 1, "off": 3, "store": "b", "amount": 3, "at": "2026-01-01 10:00+00"}]');
+-- Rising offsets whose first is a redelivery, in open windows: the engine takes the statement
+-- (no PL/pgSQL function runs) and counts only what is above the committed offset.
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT * FROM eventtime.ingest('of_daily', '[{"part": 1, "off": 4, "store": "b", "amount": 400, "at": "2026-01-01 10:00+00"},
+                                             {"part": 1, "off": 5, "store": "b", "amount": 5, "at": "2026-01-01 10:00+00"},
+                                             {"part": 0, "off": 3, "store": "a", "amount": 300, "at": "2026-01-01 10:00+00"}]');
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'of_daily';
+COMMIT;
 -- A rolled-back statement moves no offset; a failing one applies nothing.
 BEGIN;
 INSERT INTO of_events VALUES (1, 9, 'b', 9, '2026-01-01 10:00+00');
@@ -35,7 +45,8 @@ SELECT source, "offset" FROM eventtime.sources WHERE pipeline = 'of_daily' ORDER
 SELECT duplicates FROM eventtime.pipelines WHERE name = 'of_daily';
 
 SELECT windows_fired FROM eventtime.advance_watermark('of_daily', '2026-01-02 00:00+00');
--- a: 1 + 2 + 3; b: 5 + 4 + 2 + 3. The redeliveries' amounts (100, 300, 500) are not counted.
+-- a: 1 + 2 + 3; b: 5 + 4 + 2 + 3 + 5. The redeliveries' amounts (100, 300, 400, 500) are not
+-- counted.
 SELECT store, n, total FROM of_daily_latest ORDER BY store;
 -- A late row within the grace, at a new offset, makes version 2; its redelivery makes nothing.
 SELECT * FROM eventtime.ingest('of_daily', '{"part": 0, "off": 4, "store": "a", "amount": 10, "at": "2026-01-01 13:00+00"}');
