@@ -255,7 +255,13 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
         (Some(o), Some(_)) => {
             let offsets = front_offsets(&p, o, &names, &attributes);
             if offsets.is_none() {
-                engine = None;
+                // No engine: its kept plans go.
+                if let Some((plan, _, watermark)) = engine.take() {
+                    for kept in [plan.write, watermark] {
+                        // SAFETY: plans kept by `keep_plan` that nothing else holds.
+                        unsafe { pg_sys::SPI_freeplan(kept) };
+                    }
+                }
             }
             offsets
         }
@@ -412,6 +418,9 @@ fn front_offsets(
 ) -> Option<FrontOffsets> {
     let position = |n: &str| names.iter().position(|c| *c == n);
     let column = position(&o.column)?;
+    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&attributes[column].1) {
+        return None;
+    }
     let source = match &o.source_column {
         None => None,
         Some(c) => {
@@ -694,7 +703,7 @@ unsafe fn group_rows(
                     if at_or_below {
                         duplicates += 1;
                     } else {
-                        if groups.len() >= engine::FLUSH_GROUPS {
+                        if groups.full() {
                             groups.flush(run);
                         }
                         add(
@@ -724,7 +733,7 @@ unsafe fn group_rows(
             &mut |i, values, nulls, w| {
                 let Some(w) = w else { return false };
                 if stopped_at.is_none() {
-                    if groups.len() >= engine::FLUSH_GROUPS {
+                    if groups.full() {
                         stopped_at = Some(i);
                     } else {
                         add(&mut groups, values, nulls, w);
@@ -748,7 +757,7 @@ unsafe fn group_rows(
                 watermark,
                 &mut |i, values, nulls, w| {
                     if i >= from {
-                        if groups.len() >= engine::FLUSH_GROUPS {
+                        if groups.full() {
                             groups.flush(run);
                         }
                         add(

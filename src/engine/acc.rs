@@ -95,10 +95,16 @@ impl Storage {
         if self.byval {
             return d;
         }
-        // SAFETY: as the caller promises: a flat value of a type passed by reference (a varlena,
-        // a C string, or `len` bytes), copied whole.
+        // SAFETY: as the caller promises: a value of a type passed by reference (a varlena, a C
+        // string, or `len` bytes), copied whole; a varlena that points elsewhere (toasted, or an
+        // expanded object) is copied flat.
         unsafe {
             let src = d.cast_mut_ptr::<u8>();
+            if self.len == -1 && *src == 0x01 {
+                return pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(
+                    src as *mut pg_sys::varlena,
+                ));
+            }
             let size = match self.len {
                 -1 => pgrx::varlena::varsize_any(src as *const pg_sys::varlena),
                 -2 => {
@@ -210,7 +216,8 @@ impl Accumulator {
                 let (func, method): (Option<pg_sys::Oid>, Option<i8>) = as_catalog_owner(|| {
                     crate::pg::spi::read_two::<pg_sys::Oid, i8>(
                         "SELECT c.castfunc, c.castmethod::\"char\" FROM pg_catalog.pg_cast c \
-                         WHERE c.castsource = $1 AND c.casttarget = $2",
+                         WHERE c.castsource = $1 AND c.casttarget = $2 \
+                           AND (c.castfunc = 0 OR (SELECT f.pronargs FROM pg_catalog.pg_proc f WHERE f.oid = c.castfunc) = 1)",
                         &[arg_type.into(), acc.into()],
                     )
                 })
@@ -268,9 +275,11 @@ impl Accumulator {
                     let next = match (op, *acc) {
                         (_, None) => Some(v),
                         (Op::Add(plus), Some(a)) => Some(plus.call2(self.collation, a, v)),
+                        // As the aggregates' own transition functions (`numeric_smaller`,
+                        // `text_larger`, ...): of two equal values, the later one.
                         (Op::Compare(cmp, least), Some(a)) => {
                             let c = cmp.call2(self.collation, v, a).value() as i32;
-                            ((c < 0) == *least && c != 0).then_some(v)
+                            (if *least { c <= 0 } else { c >= 0 }).then_some(v)
                         }
                         _ => None,
                     };

@@ -8,8 +8,9 @@
 //! the columns' collations (as `GROUP BY` does, NULL a group of its own), adds each row to its
 //! group's accumulators (`acc`), and writes the groups to this backend's state rows with one kept
 //! statement taking them as arrays (`PipelineDef::ingest_groups_statement`), whose sums are
-//! checked as every append's. Past [`FLUSH_GROUPS`] groups it writes what it has and goes on, so
-//! its memory is bounded whatever the statement's size.
+//! checked as every append's. Past [`FLUSH_GROUPS`] groups, or `work_mem` of their keys and
+//! values, it writes what it has and goes on, so its memory is bounded whatever the statement's
+//! size.
 //!
 //! The first row it cannot take (no event time, a window that is not open, a key or aggregate
 //! type it has no functions for) ends the attempt before anything is written: the statement goes
@@ -135,6 +136,15 @@ impl<'a> Groups<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.starts.is_empty()
+    }
+
+    /// Whether the groups are to be written before another is added: [`FLUSH_GROUPS`] of them,
+    /// or keys and values of more than `work_mem` in their context.
+    pub fn full(&self) -> bool {
+        // SAFETY: reads the size of a live memory context and a backend setting.
+        self.len() >= FLUSH_GROUPS
+            || unsafe { pg_sys::MemoryContextMemAllocated(self.cx, true) }
+                > unsafe { pg_sys::work_mem } as usize * 1024
     }
 
     /// Adds a row, whose front columns are `values` and `nulls`, to the group of its keys and
@@ -269,9 +279,16 @@ impl<'a> Groups<'a> {
         if self.is_empty() {
             return;
         }
-        // SAFETY: as the caller promises.
-        let arrays = unsafe { self.arrays() };
-        run(self.plan.write, &arrays);
+        // The arrays live in a context of their own, deleted once they are written.
+        let arrays_cx = pgrx::PgMemoryContexts::new("pg_eventtime group arrays");
+        // SAFETY: as the caller promises; the arrays are built in `arrays_cx`.
+        unsafe {
+            let old = pg_sys::MemoryContextSwitchTo(arrays_cx.value());
+            let arrays = self.arrays();
+            pg_sys::MemoryContextSwitchTo(old);
+            run(self.plan.write, &arrays);
+        }
+        drop(arrays_cx);
         self.by_hash.clear();
         self.next.clear();
         self.starts.clear();
