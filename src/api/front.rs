@@ -466,25 +466,7 @@ fn front_offsets(
 /// Runs a kept plan that returns one `timestamptz` (or none): its microseconds, `None` for NULL
 /// or no row.
 fn run_plan_timestamp(plan: pg_sys::SPIPlanPtr) -> Option<i64> {
-    // SAFETY: as `run_plan`, with no parameters; the value is by value.
-    unsafe {
-        pg_sys::SPI_connect();
-        let rc = pg_sys::SPI_execute_plan(plan, std::ptr::null_mut(), std::ptr::null(), false, 0);
-        if rc < 0 {
-            pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
-        }
-        let table = pg_sys::SPI_tuptable;
-        let mut out = None;
-        if !table.is_null() && pg_sys::SPI_processed > 0 {
-            let mut null = false;
-            let v = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
-            if !null {
-                out = Some(v.value() as i64);
-            }
-        }
-        pg_sys::SPI_finish();
-        out
-    }
+    run_plan_with(plan, &[], &[], |d| d.value() as i64).1
 }
 
 /// Writes a statement of several rows by the engine (see `engine`) when the front has one for
@@ -779,27 +761,13 @@ unsafe fn group_rows(
 
 /// Runs a kept plan that returns one `text` (or none), with parameters `values` (none NULL).
 fn run_plan_text(plan: pg_sys::SPIPlanPtr, values: &[pg_sys::Datum]) -> Option<String> {
-    let mut values = values.to_vec();
-    let nulls: Vec<std::ffi::c_char> = vec![b' ' as std::ffi::c_char; values.len() + 1];
-    // SAFETY: as `run_plan`; the text is copied out before the connection closes.
-    unsafe {
-        pg_sys::SPI_connect();
-        let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0);
-        if rc < 0 {
-            pgrx::error!("_eventtime: a pipeline statement failed ({rc})");
-        }
-        let table = pg_sys::SPI_tuptable;
-        let mut out = None;
-        if !table.is_null() && pg_sys::SPI_processed > 0 {
-            let mut null = false;
-            let v = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
-            if !null {
-                out = String::from_datum(v, false);
-            }
-        }
-        pg_sys::SPI_finish();
-        out
-    }
+    let nulls = vec![b' '; values.len()];
+    // SAFETY: the first column is text; it is copied out before the connection closes.
+    run_plan_with(plan, values, &nulls, |d| unsafe {
+        String::from_datum(d, false)
+    })
+    .1
+    .flatten()
 }
 
 /// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its open
@@ -880,12 +848,23 @@ fn keep_plan(sql: &str, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
 
 /// Runs a kept plan in an SPI connection of its own: the number of rows it processed (inserted,
 /// for an `INSERT` without `RETURNING`), and the first row's first column as a boolean, when it
-/// returns rows.
+/// returns rows (`None` too when it is NULL).
 fn run_plan(
     plan: pg_sys::SPIPlanPtr,
     values: &[pg_sys::Datum],
     nulls: &[u8],
 ) -> (u64, Option<bool>) {
+    run_plan_with(plan, values, nulls, |d| d.value() != 0)
+}
+
+/// [`run_plan`], whose first row's first column, when it is not NULL, `read` makes a value of
+/// before the connection closes.
+fn run_plan_with<T>(
+    plan: pg_sys::SPIPlanPtr,
+    values: &[pg_sys::Datum],
+    nulls: &[u8],
+    read: impl FnOnce(pg_sys::Datum) -> T,
+) -> (u64, Option<T>) {
     let mut values = values.to_vec();
     let mut nulls: Vec<std::ffi::c_char> = nulls.iter().map(|&b| b as std::ffi::c_char).collect();
     nulls.push(0);
@@ -903,7 +882,9 @@ fn run_plan(
         if !table.is_null() && processed > 0 {
             let mut null = false;
             let a = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
-            first = Some(!null && a.value() != 0);
+            if !null {
+                first = Some(read(a));
+            }
         }
         pg_sys::SPI_finish();
         (processed, first)
