@@ -55,12 +55,15 @@ struct Front {
     /// Indexes into `columns`.
     event_time: usize,
     event_id: Option<usize>,
+    /// Whether duplicates are told by the pipeline's own ledger (`PipelineDef::ledger`); with a
+    /// unique index of the source on the event id, every row the trigger sees is new.
+    ledger: bool,
     /// `ingest_on_time_statement`, `front_window_open_statement`, and the insert into
     /// `duplicate_counts`.
     on_time: pg_sys::SPIPlanPtr,
     window_open: pg_sys::SPIPlanPtr,
     duplicates: pg_sys::SPIPlanPtr,
-    /// For statements of several rows in open windows, without event ids: the engine's view
+    /// For statements of several rows in open windows, without a ledger: the engine's view
     /// of the pipeline, the state table (locked before the watermark is read) and the read of
     /// the watermark. `None` when the engine cannot take the pipeline's statements.
     engine: Option<(engine::Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)>,
@@ -246,7 +249,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             keep_plan(&duplicates_sql, &[]),
         )
     });
-    let mut engine = if p.def.event_id.is_none() {
+    let mut engine = if p.def.ledger().is_none() {
         engine_plan(&p, &names, &attributes)
     } else {
         None
@@ -279,6 +282,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             .event_id
             .as_ref()
             .map(|c| position(&c.name).expect("the event id is a front column")),
+        ledger: p.def.ledger().is_some(),
         columns,
         on_time,
         window_open,
@@ -969,7 +973,7 @@ unsafe fn write_row(
         if current != Some(*type_oid) {
             return None;
         }
-        if nulls[at] && (i == front.event_time || Some(i) == front.event_id) {
+        if nulls[at] && (i == front.event_time || (front.ledger && Some(i) == front.event_id)) {
             return None;
         }
         params.push(values[at]);
@@ -990,9 +994,11 @@ unsafe fn write_row(
             return Some(Wrote::Accepted);
         }
         // Nothing written: the id was in the ledger, or the watermark closed the window (then
-        // the PL/pgSQL function takes the statement). Without event ids there are no
+        // the PL/pgSQL function takes the statement). Without a ledger there are no
         // duplicates, so the window was closed: nothing more to ask.
-        front.event_id?;
+        if !front.ledger {
+            return None;
+        }
         let (_, open) = run_plan(front.window_open, &params[1..2], b" ");
         if open != Some(true) {
             return None;

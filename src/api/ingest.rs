@@ -324,25 +324,61 @@ fn ingest(
             .join(", ");
         (format!(" ({l})"), l)
     };
-    let sql = format!(
-        "INSERT INTO {src}{col_list} SELECT {select_list} FROM jsonb_populate_recordset(NULL::{src}, \
-         CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END)",
+    let rows_of = format!(
+        "jsonb_populate_recordset(NULL::{src}, CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END)",
         src = p.def.source
     );
+    // Where the source's unique index is the pipeline's ledger, a redelivery is turned away by
+    // the index before the pipeline sees it: the insert skips it (`ON CONFLICT` on that index's
+    // columns only) and counts it, per window of its event time, as a duplicate.
+    let sql = match id_index_columns(&p) {
+        Some(columns) => {
+            let et = if keys.contains(&p.def.event_time) {
+                format!("i.{}", quote_ident(&p.def.event_time))
+            } else {
+                "NULL::timestamptz".into()
+            };
+            format!(
+                "WITH i AS MATERIALIZED (SELECT {select_list} FROM {rows_of}), \
+                 n AS (INSERT INTO {src}{col_list} SELECT {select_list} FROM i ON CONFLICT ({columns}) DO NOTHING \
+                       RETURNING {ret} AS et) \
+                 SELECT (SELECT coalesce(sum({wi}), 0) FROM i)::bigint - (SELECT coalesce(sum({wn}), 0) FROM n)::bigint",
+                src = p.def.source,
+                ret = quote_ident(&p.def.event_time),
+                wi = p.def.window_count(&et),
+                wn = p.def.window_count("n.et"),
+            )
+        }
+        None => format!(
+            "INSERT INTO {src}{col_list} SELECT {select_list} FROM {rows_of}",
+            src = p.def.source
+        ),
+    };
+    let turned_away = p.def.id_index;
     let collect =
         |on: &str| format!("SELECT pg_catalog.set_config('{COLLECT_COUNTS}', '{on}', true)");
-    Spi::connect_mut(|client| {
+    let skipped = Spi::connect_mut(|client| {
         client
             .update(collect("on").as_str(), None, &[])
             .expect("collect counts");
-        client
+        let result = client
             .update(sql.as_str(), None, &[rows.into()])
             .expect("ingest insert");
+        let skipped = if turned_away {
+            result
+                .first()
+                .get_one::<i64>()
+                .expect("ingest insert")
+                .unwrap_or(0)
+        } else {
+            0
+        };
         client
             .update(collect("off").as_str(), None, &[])
             .expect("collect counts");
+        skipped
     });
-    let Some(c) = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)) else {
+    let Some(mut c) = LAST_COUNTS.with(|c| c.borrow_mut().remove(&p.id)) else {
         // No trigger of the pipeline counted the rows: the pipeline was dropped after this call
         // read it (its trigger went with it). Fail, so that the rows are not inserted uncounted.
         EtError::UnknownPipeline {
@@ -350,5 +386,29 @@ fn ingest(
         }
         .raise()
     };
+    c.duplicates += skipped;
     TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))
+}
+
+/// The key columns, quoted, of the source's unique index that is pipeline `p`'s ledger
+/// (`PipelineDef::id_index`), which its trigger depends on; None without one.
+fn id_index_columns(p: &catalog::Pipeline) -> Option<String> {
+    if !p.def.id_index {
+        return None;
+    }
+    Spi::get_one_with_args::<String>(
+        "SELECT (SELECT string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY u.n) \
+         FROM pg_catalog.pg_trigger t \
+         JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND d.objid = t.oid \
+              AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjsubid = 0 \
+         JOIN pg_catalog.pg_index i ON i.indexrelid = d.refobjid \
+         CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY u(att, n) \
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.att \
+         WHERE t.tgrelid = $1 AND t.tgname = $2 AND u.n <= i.indnkeyatts)",
+        &[
+            p.source_oid.into(),
+            crate::pg::members::trigger_name(p.id).into(),
+        ],
+    )
+    .expect("pg_index read")
 }

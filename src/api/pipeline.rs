@@ -61,6 +61,32 @@ pub fn source_columns(rel: pg_sys::Oid) -> Vec<SourceColumn> {
     })
 }
 
+/// A unique index of table `rel` that makes the event id `event_id` unique in each key (of the
+/// `keys` columns), which the pipeline can take as its ledger (`PipelineDef::id_index`), or None.
+/// Its columns are the event id alone, or the event id and key columns with `NULLS NOT DISTINCT`
+/// (as the ledger compares keys), each with its type's default operator class and its column's
+/// collation; it is valid, immediate (not deferrable: a deferred check would let a duplicate
+/// reach the trigger), without predicate or expression. The narrowest such index is taken.
+fn unique_id_index(rel: pg_sys::Oid, event_id: &str, keys: &[String]) -> Option<pg_sys::Oid> {
+    Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT (SELECT i.indexrelid FROM pg_catalog.pg_index i \
+         WHERE i.indrelid = $1 AND i.indisunique AND i.indimmediate AND i.indisvalid AND i.indislive \
+           AND i.indpred IS NULL AND i.indexprs IS NULL \
+           AND EXISTS (SELECT FROM unnest(i.indkey::int2[]) WITH ORDINALITY u(att, n) \
+                       JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.att \
+                       WHERE u.n <= i.indnkeyatts AND a.attname::text = $2) \
+           AND NOT EXISTS (SELECT FROM unnest(i.indkey::int2[], i.indclass::oid[], i.indcollation::oid[]) WITH ORDINALITY u(att, cls, coll, n) \
+                           JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.att \
+                           LEFT JOIN pg_catalog.pg_opclass o ON o.oid = u.cls \
+                           WHERE u.n <= i.indnkeyatts \
+                             AND (o.opcdefault IS NOT TRUE OR u.coll IS DISTINCT FROM a.attcollation \
+                                  OR NOT (a.attname::text = $2 OR (a.attname::text = ANY($3) AND (i.indnullsnotdistinct OR i.indisprimary))))) \
+         ORDER BY i.indnkeyatts, i.indexrelid LIMIT 1)",
+        &[rel.into(), event_id.into(), keys.to_vec().into()],
+    )
+    .expect("pg_index read")
+}
+
 fn find<'a>(cols: &'a [SourceColumn], table: &str, name: &str, role: &str) -> &'a SourceColumn {
     cols.iter().find(|c| c.name == name).unwrap_or_else(|| {
         EtError::UndefinedColumn {
@@ -764,6 +790,16 @@ fn create_pipeline(
 
     let late_deltas = !window.is_session();
     let refused_doc_once = window.multi();
+    let key_names_of_source: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+    // A unique index of the source covers its partitions, not the tables that inherit from it:
+    // with such tables, the pipeline keeps a ledger of its own.
+    let inherited = members::tables_below(source_oid)
+        .iter()
+        .any(|(t, _)| !members::is_partition(*t));
+    let id_index = event_id_col
+        .as_ref()
+        .filter(|_| !inherited)
+        .and_then(|e| unique_id_index(source_oid, &e.name, &key_names_of_source));
     let mut def = PipelineDef {
         id: 0,
         name: name.to_string(),
@@ -784,6 +820,7 @@ fn create_pipeline(
         refused_doc_once,
         state_slots: late_deltas,
         offsets,
+        id_index: id_index.is_some(),
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();
@@ -895,11 +932,17 @@ fn create_pipeline(
         objectId: trigger_oid,
         objectSubId: 0,
     };
-    for attnum in attnums {
+    // The source's unique index on the event id is the pipeline's ledger: dropping it is
+    // refused as dropping a used column is.
+    let referenced = attnums
+        .into_iter()
+        .map(|attnum| (source_oid, attnum as i32))
+        .chain(id_index.map(|index| (index, 0)));
+    for (object, sub) in referenced {
         let referenced = pg_sys::ObjectAddress {
             classId: pg_sys::RelationRelationId,
-            objectId: source_oid,
-            objectSubId: attnum as i32,
+            objectId: object,
+            objectSubId: sub,
         };
         // SAFETY: both addresses name objects that exist in this transaction; recordDependencyOn
         // only inserts a pg_depend row.

@@ -103,6 +103,21 @@ pub struct PipelineDef {
     /// offsets, and for those created before offsets existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offsets: Option<Offsets>,
+    /// With [`Self::event_id`]: the source table has a unique index on the event id (alone, or
+    /// with key columns and `NULLS NOT DISTINCT`), on which the pipeline's trigger depends. Two
+    /// committed rows of the source then never share an id in one key, so every row of an ingest
+    /// statement is new: the index is the ledger, and the pipeline keeps none of its own (no
+    /// table `ids`). False for pipelines without such an index, and for those created before.
+    #[serde(default)]
+    pub id_index: bool,
+}
+
+impl PipelineDef {
+    /// The event id the pipeline's own ledger (table `ids`) dedups by: the event id, unless the
+    /// source's unique index dedups ([`Self::id_index`]).
+    pub fn ledger(&self) -> Option<&Column> {
+        self.event_id.as_ref().filter(|_| !self.id_index)
+    }
 }
 
 /// The offsets of a pipeline's rows (SPEC §12). Each source's committed offset lives in the
@@ -159,6 +174,7 @@ pub(crate) fn sample() -> PipelineDef {
         refused_doc_once: false,
         state_slots: true,
         offsets: None,
+        id_index: false,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

@@ -118,6 +118,18 @@ pub fn sync(p: &catalog::Pipeline) {
     let mut stmts = Vec::new();
     for (oid, table) in &want {
         if !have.iter().any(|(h, _)| h == oid) {
+            // A unique index of the source covers its partitions, never a table that inherits
+            // from it: the pipeline would count a redelivery written there twice.
+            if p.def.id_index && !is_partition(*oid) {
+                EtError::NotSupported {
+                    message: format!(
+                        "table {table} cannot inherit from {}, the source of pipeline \"{}\", which dedups by a unique index of its source",
+                        p.def.source, p.def.name
+                    ),
+                    hint: "A unique index of a table does not cover the rows of the tables that inherit from it. Write the rows into the source, or into its partitions if it is partitioned.".into(),
+                }
+                .raise()
+            }
             stmts.push(format!(
                 "CREATE TRIGGER {name} AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows \
                  FOR EACH STATEMENT EXECUTE FUNCTION {}()",

@@ -128,7 +128,7 @@ impl PipelineDef {
         } else {
             "window_start timestamptz NOT NULL, "
         };
-        if let Some(eid) = &self.event_id {
+        if let Some(eid) = self.ledger() {
             out.push(format!(
                 "CREATE TABLE {} ({ledger_window}{kd}event_id {} NOT NULL)",
                 self.table("ids"),
@@ -160,7 +160,7 @@ impl PipelineDef {
             ("refused", "refused rows"),
             ("folds", "folds"),
         ];
-        if self.event_id.is_some() {
+        if self.ledger().is_some() {
             guarded.push(("ids", "event-id ledger"));
         }
         // The offsets are also updated, by the ingest statements only.

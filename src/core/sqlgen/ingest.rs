@@ -133,6 +133,17 @@ impl PipelineDef {
         }
     }
 
+    /// The number of windows of event time `et`, as a scalar expression: what a row counts for in
+    /// the counts of `eventtime.ingest`, which are per (row, window) pair. 1 for kinds that give
+    /// a row one window, sessions included.
+    pub fn window_count(&self, et: &str) -> String {
+        if self.window.is_session() || !self.window.multi() {
+            "1".into()
+        } else {
+            format!("(SELECT count(*) FROM {} w)", self.windows_of(et))
+        }
+    }
+
     /// The start of the statement for many rows: `wm`, and `cls`, each row of the transition
     /// table `new_rows` with its window and landing, and with an event id numbered in the order of
     /// the statement (`_et_ord`: of two rows with one event id, the first is kept). `cls` is
@@ -173,7 +184,7 @@ impl PipelineDef {
             wm = self.watermark_cte(),
             materialized = if materialized { "" } else { "NOT " },
             // Only dedup reads the order of the rows, from a materialized `cls`.
-            ord = if materialized && self.event_id.is_some() {
+            ord = if materialized && self.ledger().is_some() {
                 ",\npg_catalog.row_number() OVER () AS _et_ord"
             } else {
                 ""
@@ -493,7 +504,7 @@ impl PipelineDef {
                 .map(|(i, p)| format!(", {p} AS _et_p{i}"))
                 .collect::<String>()
         };
-        if self.event_id.is_none() || ledger == Ledger::Fresh {
+        if self.ledger().is_none() || ledger == Ledger::Fresh {
             // Without event ids, or when every id must be new, every row is kept, and one pass
             // over the rows makes the groups (a second one, with ids, the ledger's entries): `cls`
             // is not materialized (a million rows of a `COPY` would be written to a temporary
@@ -511,7 +522,7 @@ impl PipelineDef {
                 None => (String::new(), "NULL::timestamptz"),
             };
             let mut sql = self.ingest_prelude(false, from);
-            if self.event_id.is_some() {
+            if self.ledger().is_some() {
                 sql += &self.fresh_insert();
             }
             sql += &format!(
@@ -690,7 +701,7 @@ impl PipelineDef {
             landing = Self::landing_case("x.window_end"),
             windows = self.windows_of(&self.one_row_var(&self.event_time)),
         );
-        let kept = match &self.event_id {
+        let kept = match self.ledger() {
             Some(eid) => {
                 let v = self.one_row_var(&eid.name);
                 sql += &format!(

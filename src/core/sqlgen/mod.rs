@@ -412,7 +412,7 @@ impl PipelineDef {
     /// The internal tables of the pipeline, by `what` (see [`internal_table`]).
     fn tables(&self) -> Vec<&'static str> {
         let mut out = vec!["state"];
-        if self.event_id.is_some() {
+        if self.ledger().is_some() {
             out.push("ids");
         }
         out.extend(["history", "refused", "folds"]);
@@ -604,6 +604,26 @@ mod tests {
         assert!(sql.contains("kept AS NOT MATERIALIZED (SELECT * FROM cls)"));
         // Without dedup, the rows' order is not computed.
         assert!(!sql.contains("_et_ord"));
+    }
+
+    #[test]
+    fn a_source_index_on_the_event_id_leaves_no_ledger() {
+        let mut d = def();
+        d.id_index = true;
+        assert!(d.event_id.is_some() && d.ledger().is_none());
+        let statements = [
+            d.ingest_statement(),
+            d.create_trigger_function(),
+            d.ingest_on_time_statement(),
+            d.create_tables().join("\n"),
+        ];
+        for sql in &statements {
+            assert!(!sql.contains("\"p7_ids\""), "{sql}");
+        }
+        // The id is still the refused rows' event id.
+        assert!(d.create_trigger_function().contains("r.\"order_id\""));
+        d.window = WindowSpec::Session { gap: 60_000_000 };
+        assert!(!d.create_trigger_function().contains("\"p7_ids\""));
     }
 
     #[test]

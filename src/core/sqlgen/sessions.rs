@@ -120,7 +120,7 @@ impl PipelineDef {
         };
         let mut sql = self.ingest_prelude(true, rows);
         sql += &self.cls_counts();
-        if self.event_id.is_some() {
+        if self.ledger().is_some() {
             sql += &self.dedup_ctes(false);
         } else {
             sql += "kept AS NOT MATERIALIZED (SELECT * FROM cls),\n";

@@ -109,7 +109,7 @@ impl PipelineDef {
             .map(|p| format!(", {p}"))
             .collect::<String>();
         let row = format!("SELECT {vk}$1::timestamptz, $2::timestamptz, 1{partials}");
-        match &self.event_id {
+        match self.ledger() {
             Some(eid) => {
                 let k = prefix(&self.key_names(None));
                 format!(
@@ -246,7 +246,7 @@ impl PipelineDef {
     pub(super) fn bulk_block(&self) -> String {
         let into = "INTO n_accepted, n_late, n_refused, n_duplicates, max_event_time, n_bad, v_bad, n_versions, v_w;\n";
         let stmt = format!("{}\n{into}", self.ingest_statement());
-        let Some(_) = &self.event_id else {
+        let Some(_) = self.ledger() else {
             return stmt;
         };
         // One copy of the statement that dedups, run when the try did not happen or failed.
@@ -278,7 +278,7 @@ impl PipelineDef {
     /// one window) and for the try of a plain ledger insert (pipelines with an event id). Session
     /// pipelines do neither.
     fn reads_first_row(&self) -> bool {
-        !self.window.is_session() && (!self.window.multi() || self.event_id.is_some())
+        !self.window.is_session() && (!self.window.multi() || self.ledger().is_some())
     }
 
     /// The single-row path when the statement has one row and the pipeline's windows give a row
