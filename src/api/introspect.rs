@@ -53,7 +53,8 @@ mod _eventtime {
         let Some(state) = state.filter(|_| complete) else {
             return TableIterator::new(vec![(None, None, None, None, None)]);
         };
-        // An open window has a state row per ingest statement: windows are counted once per key.
+        // An open window has a state row per writing backend (per ingest statement in pipelines
+        // created before slots): windows are counted once per key; `state_rows` counts rows.
         let windows = format!(
             "(SELECT DISTINCT {}s.window_start, s.window_end FROM {} s)",
             p.def
@@ -65,8 +66,9 @@ mod _eventtime {
         );
         let sql = format!(
             "SELECT (SELECT count(*) FROM {windows} s WHERE p.watermark IS NULL OR s.window_end > p.watermark), \
-                    (SELECT count(*) FROM {windows} s), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \
+                    (SELECT count(*) FROM {state}), (SELECT count(*) FROM {history}), (SELECT count(*) FROM {refused}) \
              FROM _eventtime.pipeline p WHERE p.id = {pipeline_id}",
+            state = t("state"),
             history = t("history"),
             refused = t("refused"),
         );

@@ -9,7 +9,8 @@ use crate::values::Val;
 /// A text row: every column as PostgreSQL prints it, `None` for NULL.
 pub type Row = Vec<Option<String>>;
 
-fn connect(dbname: &str) -> Client {
+/// A connection to database `dbname` of the server under test, in UTC.
+pub fn connect(dbname: &str) -> Client {
     let host = std::env::var("PGHOST").unwrap_or_else(|_| "127.0.0.1".into());
     let port: u16 = std::env::var("PGPORT")
         .ok()

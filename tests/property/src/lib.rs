@@ -15,6 +15,8 @@
 //!
 //! `sessions` drives session pipelines against `session_model`, an independent model of SPEC §7's
 //! session windows: islands of strict overlap, merges of fired sessions, `merged` versions.
+//! `state_bound` checks SPEC §6's bound on state: concurrent writers of single-row statements
+//! leave state rows per window and writer, not per statement.
 //! What the two runs share whatever their model (the connection and failure context, random
 //! column values, the ingest paths, the checks that need no model) is in `runner`.
 
@@ -27,6 +29,7 @@ pub mod runner;
 pub mod scenario;
 pub mod session_model;
 pub mod sessions;
+pub mod state_bound;
 pub mod values;
 pub mod windows;
 pub mod worked_example;

@@ -1,7 +1,7 @@
 //! The property test proper; see the crate documentation. Each test uses its own database, so
 //! they run in parallel.
 
-use eventtime_property::{backfill, config, scenario, seed, sessions, worked_example};
+use eventtime_property::{backfill, config, scenario, seed, sessions, state_bound, worked_example};
 
 #[test]
 fn keyed_hourly_with_null_keys_and_event_ids() {
@@ -66,4 +66,9 @@ fn sessions_per_user_with_null_users_and_event_ids() {
 #[test]
 fn sessions_unkeyed_with_a_gap_of_a_day() {
     sessions::run(&config::sessions_unkeyed_daily(), seed());
+}
+
+#[test]
+fn state_rows_are_bounded_by_windows_and_writers() {
+    state_bound::run(seed());
 }
