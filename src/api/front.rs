@@ -707,9 +707,11 @@ unsafe fn group_rows(
             groups.flush(run);
             return Some((counted, duplicates));
         }
-        // First pass: every row must be one the engine takes before anything is written; the rows
-        // are grouped until the groups reach the bound, then only checked.
-        let mut stopped_at: Option<usize> = None;
+        // One pass: every row must be one the engine takes before anything is written, and the
+        // groups must stay within the bound. A statement of more groups goes to SQL, whose
+        // grouping spills to disk past `work_mem`: written in parts, each key of such a
+        // statement would be upserted once per part it has rows in (twice as many writes for
+        // keys seen twice), where SQL writes each group once.
         let ok = scan(
             front,
             table,
@@ -718,14 +720,11 @@ unsafe fn group_rows(
             watermark,
             &mut |i, values, nulls, w| {
                 let Some(w) = w else { return false };
-                if stopped_at.is_none() {
-                    if groups.full() {
-                        stopped_at = Some(i);
-                    } else {
-                        add(&mut groups, values, nulls, w);
-                        reset(i);
-                    }
+                if groups.full() {
+                    return false;
                 }
+                add(&mut groups, values, nulls, w);
+                reset(i);
                 true
             },
         );
@@ -733,32 +732,6 @@ unsafe fn group_rows(
             return None;
         }
         groups.flush(run);
-        // Second pass, past the bound: the rest, written whenever the groups reach it.
-        if let Some(from) = stopped_at {
-            scan(
-                front,
-                table,
-                pointer,
-                slot,
-                watermark,
-                &mut |i, values, nulls, w| {
-                    if i >= from {
-                        if groups.full() {
-                            groups.flush(run);
-                        }
-                        add(
-                            &mut groups,
-                            values,
-                            nulls,
-                            w.expect("checked by the first pass"),
-                        );
-                        reset(i);
-                    }
-                    true
-                },
-            );
-            groups.flush(run);
-        }
         Some((pg_sys::tuplestore_tuple_count(table), 0))
     }
 }

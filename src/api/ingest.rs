@@ -151,7 +151,6 @@ mod _eventtime {
     /// the window starting `window_start`, unless it is beyond the bound that keeps the window's
     /// firing from overflowing (see `pg::overflow`): then the statement fails with 22003.
     #[pg_extern(stable, strict, parallel_safe)]
-    #[search_path(pg_catalog, pg_temp)]
     fn acc_check(
         value: AnyElement,
         pipeline_id: i32,

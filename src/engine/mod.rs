@@ -8,9 +8,11 @@
 //! the columns' collations (as `GROUP BY` does, NULL a group of its own), adds each row to its
 //! group's accumulators (`acc`), and writes the groups to this backend's state rows with one kept
 //! statement taking them as arrays (`PipelineDef::ingest_groups_statement`), whose sums are
-//! checked as every append's. Past [`FLUSH_GROUPS`] groups, or `work_mem` of their keys and
-//! values, it writes what it has and goes on, so its memory is bounded whatever the statement's
-//! size.
+//! checked as every append's. Its memory is bounded whatever the statement's size: a statement
+//! of more than [`FLUSH_GROUPS`] groups, or of more than `work_mem` of their keys and values,
+//! goes to SQL before anything is written (its `GROUP BY` spills to disk past `work_mem`; written
+//! in parts here, a key of such a statement would be upserted once per part), except with
+//! offsets, claimed before the grouping, whose groups are written whenever they reach the bound.
 //!
 //! The first row it cannot take (no event time, a window that is not open, a key or aggregate
 //! type it has no functions for) ends the attempt before anything is written: the statement goes
@@ -26,7 +28,7 @@ use pgrx::pg_sys;
 
 use acc::{Accumulator, State, Storage};
 
-/// Groups held in memory before they are written.
+/// Groups held in memory: a statement of more goes to SQL (with offsets: is written in parts).
 pub const FLUSH_GROUPS: usize = 50_000;
 
 /// Rows between two resets of the memory the casts and sums of rows allocate.
@@ -138,8 +140,8 @@ impl<'a> Groups<'a> {
         self.starts.is_empty()
     }
 
-    /// Whether the groups are to be written before another is added: [`FLUSH_GROUPS`] of them,
-    /// or keys and values of more than `work_mem` in their context.
+    /// Whether the groups are at their bound, so that no row is added: [`FLUSH_GROUPS`] of
+    /// them, or keys and values of more than `work_mem` in their context.
     pub fn full(&self) -> bool {
         // SAFETY: reads the size of a live memory context and a backend setting.
         self.len() >= FLUSH_GROUPS

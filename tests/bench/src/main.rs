@@ -19,13 +19,15 @@
 //!
 //! (g) and (h), in `writers.rs`: writers of one window, as throughput against the table alone and
 //! as a check that a writer never waits for another's open transaction. (i), in `reads.rs`: the
-//! plans and times of reads of the views over a long history.
+//! plans and times of reads of the views over a long history. (m), in `memory.rs`: the peak
+//! memory of a backend that ingests a large `COPY` of many keys.
 //!
 //! Options: `--smoke` (sizes divided by ~1000, one run), `--runs N` (default 3),
-//! `--only a,b,...` (workloads a to i), `--async-commit` (`synchronous_commit = off` in the
+//! `--only a,b,...` (workloads a to i, m), `--async-commit` (`synchronous_commit = off` in the
 //! benchmark's session: commits no longer wait for the WAL flush, which on a shared or slow disk
 //! dominates, and blurs, the per-statement times of (b) and (d) and the throughput of (g)).
 
+mod memory;
 mod reads;
 mod writers;
 
@@ -64,7 +66,7 @@ impl Opts {
 }
 
 const USAGE: &str =
-    "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e,f,g,h,i] [--async-commit]";
+    "usage: eventtime-bench [--smoke] [--runs N] [--only a,b,c,d,e,f,g,h,i,m] [--async-commit]";
 
 fn parse_args() -> Res<Opts> {
     let mut o = Opts {
@@ -92,13 +94,13 @@ fn parse_args() -> Res<Opts> {
             "--only" => {
                 let v = args
                     .next()
-                    .ok_or("--only needs a list of workloads (a,b,c,d,e,f,g,h,i)")?;
+                    .ok_or("--only needs a list of workloads (a,b,c,d,e,f,g,h,i,m)")?;
                 for w in v.split(',').map(str::trim).filter(|w| !w.is_empty()) {
                     match w {
-                        "a" | "b" | "c" | "d" | "e" | "f" | "g" | "h" | "i" => {
+                        "a" | "b" | "c" | "d" | "e" | "f" | "g" | "h" | "i" | "m" => {
                             o.only.push(w.chars().next().unwrap())
                         }
-                        _ => return Err(format!("--only: unknown workload {w:?} (a to i)")),
+                        _ => return Err(format!("--only: unknown workload {w:?} (a to i, m)")),
                     }
                 }
             }
@@ -137,6 +139,9 @@ struct Sizes {
     i_keys: u64,
     i_days: u64,
     i_reps: usize,
+    /// (m): rows of the `COPY` and distinct keys among them.
+    m_rows: usize,
+    m_keys: u64,
 }
 
 impl Sizes {
@@ -162,6 +167,8 @@ impl Sizes {
                 i_keys: 100,
                 i_days: 100,
                 i_reps: 5,
+                m_rows: 2_000,
+                m_keys: 1_000,
             }
         } else {
             Sizes {
@@ -184,6 +191,8 @@ impl Sizes {
                 i_keys: 1_000,
                 i_days: 1_000,
                 i_reps: 21,
+                m_rows: 2_000_000,
+                m_keys: 1_000_000,
             }
         }
     }
@@ -1971,6 +1980,11 @@ fn run() -> Res<Vec<String>> {
     } else {
         None
     };
+    let peaks = if opts.wants('m') {
+        Some(memory::workload_m(&s)?)
+    } else {
+        None
+    };
 
     println!();
     println!(
@@ -2290,6 +2304,36 @@ fn run() -> Res<Vec<String>> {
                 "missed (reported, not failed)"
             }
         );
+    }
+    if let Some(peaks) = &peaks {
+        println!();
+        println!(
+            "(m) peak resident memory of the backend (`VmHWM`: private memory and the shared buffers it touched) \
+             for one `COPY` of {} events with {} distinct keys, each side in a fresh backend (work_mem {}); \
+             SPEC §6: a pipeline's below 512 MB:",
+            num(s.m_rows),
+            num(s.m_keys as usize),
+            text(&mut c, "SHOW work_mem")?
+        );
+        println!();
+        println!("| (m) side | peak | time | below 512 MB |");
+        println!("|---|---:|---:|---|");
+        for p in peaks {
+            let verdict = if p.side == "the table alone" {
+                "—".to_string()
+            } else if p.kb < memory::BOUND_KB {
+                "yes".to_string()
+            } else {
+                failures.push(format!("(m) {}: peak {} MB", p.side, p.kb / 1024));
+                "FAILED".to_string()
+            };
+            println!(
+                "| {} | {} MB | {} | {verdict} |",
+                p.side,
+                p.kb / 1024,
+                ms(p.time)
+            );
+        }
     }
     Ok(failures)
 }

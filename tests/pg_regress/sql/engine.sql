@@ -89,10 +89,18 @@ SELECT window_start, version, n, total FROM en_e_history ORDER BY 1, 2;
 -- A row without an event time fails the statement, whatever came before it.
 SELECT pg_temp.try($$INSERT INTO en_e VALUES (2, 1, '2026-01-01 01:30+00'), (2, 1, NULL)$$);
 
--- More groups than the engine holds before it writes (50,000): the statement is checked whole
--- first, then written in parts. With a late row at its end, the engine writes nothing and SQL
--- takes the statement.
+-- The engine holds up to 50,000 groups: a statement of more goes to SQL, whose grouping spills
+-- past work_mem, and one of fewer is the engine's, whatever its number of rows. With a late row
+-- at its end, the engine writes nothing and SQL takes the statement.
+BEGIN;
+SET LOCAL track_functions = 'pl';
+INSERT INTO en_e SELECT i % 49999, i, '2026-01-01 01:35+00' FROM generate_series(1, 99998) i;
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'en_e';
 INSERT INTO en_e SELECT i, i, '2026-01-01 01:40+00' FROM generate_series(1, 60001) i;
+SELECT f.calls AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'en_e';
+COMMIT;
 SELECT * FROM eventtime.ingest('en_e', (SELECT jsonb_agg(jsonb_build_object('k', i, 'v', 1, 'at', CASE WHEN i = 60001 THEN '2026-01-01 00:40+00' ELSE '2026-01-01 01:50+00' END)) FROM generate_series(1, 60001) i));
 SELECT windows_fired FROM eventtime.advance_watermark('en_e', 'infinity');
 SELECT window_start, count(*) AS windows, sum(n) AS rows, sum(total) AS total, max(version) AS version
