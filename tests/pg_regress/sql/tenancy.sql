@@ -71,7 +71,10 @@ SELECT duplicates FROM eventtime.pipelines WHERE name = 'tn_op';
 SELECT eventtime.create_pipeline(name => 'tn_part', source => 'tn.op_2026_10', event_time => 'at', window_size => '1 day');
 CREATE TABLE tn.solo (id bigint, k text, v numeric, at timestamptz);
 SELECT eventtime.create_pipeline(name => 'tn_solo', source => 'tn.solo', event_time => 'at', window_size => '1 day');
-ALTER TABLE tn.op_2027 ATTACH PARTITION tn.solo FOR VALUES FROM ('2027-02-01') TO ('2027-03-01');
+-- PostgreSQL 16 refuses it itself, before the extension's event trigger, with a message of its
+-- own naming the trigger (expected/tenancy_1.out); 15 and 18 leave it to the extension.
+SELECT regexp_replace(pg_temp.try($$ALTER TABLE tn.op_2027 ATTACH PARTITION tn.solo FOR VALUES FROM ('2027-02-01') TO ('2027-03-01')$$),
+    '_p[0-9]+"', '_p<id>"') AS attach;
 SELECT relispartition FROM pg_class WHERE oid = 'tn.solo'::regclass;
 SELECT eventtime.drop_pipeline('tn_solo');
 -- drop_pipeline takes the trigger off every table.
