@@ -107,6 +107,7 @@ wheel_of() {
 ensure_wheel_pg() {
     local major="$1" requirement folder site
     read -r requirement folder <<<"$(wheel_of "$major")"
+    [ -n "$folder" ] || exit 1  # wheel_of said why
     WPG_HOME="$ROOT/target/pg$major"
     ensure_venv "$WPG_HOME/venv"
     local py=("${VENV_PY[@]}")

@@ -332,20 +332,24 @@ fn ingest(
     // columns only) and counts it, per window of its event time, as a duplicate.
     let sql = match id_index_columns(&p) {
         Some(columns) => {
-            let et = if keys.contains(&p.def.event_time) {
-                format!("i.{}", quote_ident(&p.def.event_time))
+            // Pairs (row, window) for a kind with several windows per row, computed from the
+            // event times the rows give (rows when they give none: the column's default).
+            let (wi, wn) = if keys.contains(&p.def.event_time) {
+                (
+                    p.def
+                        .window_count(&format!("i.{}", quote_ident(&p.def.event_time))),
+                    p.def.window_count("n.et"),
+                )
             } else {
-                "NULL::timestamptz".into()
+                ("1".to_string(), "1".to_string())
             };
             format!(
                 "WITH i AS MATERIALIZED (SELECT {select_list} FROM {rows_of}), \
                  n AS (INSERT INTO {src}{col_list} SELECT {select_list} FROM i ON CONFLICT ({columns}) DO NOTHING \
                        RETURNING {ret} AS et) \
-                 SELECT (SELECT coalesce(sum({wi}), 0) FROM i)::bigint - (SELECT coalesce(sum({wn}), 0) FROM n)::bigint",
+                 SELECT GREATEST((SELECT coalesce(sum({wi}), 0) FROM i)::bigint - (SELECT coalesce(sum({wn}), 0) FROM n)::bigint, 0)",
                 src = p.def.source,
                 ret = quote_ident(&p.def.event_time),
-                wi = p.def.window_count(&et),
-                wn = p.def.window_count("n.et"),
             )
         }
         None => format!(
@@ -385,29 +389,50 @@ fn ingest(
         }
         .raise()
     };
-    c.duplicates += skipped;
+    if skipped > 0 {
+        // Counted where the pipeline's own duplicates are, as the pipeline's owner (the row
+        // security of `duplicate_counts` lets only the owner's roles add to a pipeline's).
+        security::as_owner(p.owner, || {
+            Spi::run_with_args(
+                "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ($1, $2)",
+                &[p.id.into(), skipped.into()],
+            )
+            .expect("duplicate count")
+        });
+        c.duplicates += skipped;
+    }
     TableIterator::once((c.accepted, c.late, c.refused, c.duplicates))
 }
 
 /// The key columns, quoted, of the source's unique index that is pipeline `p`'s ledger
-/// (`PipelineDef::id_index`), which its trigger depends on; None without one.
+/// (`PipelineDef::id_index`), found in the catalog as `create_pipeline` found it (so also after a
+/// dump and restore, which does not keep the trigger's dependency on it); None for a pipeline
+/// with a ledger of its own or none. Raises 55000 when the index is gone.
 fn id_index_columns(p: &catalog::Pipeline) -> Option<String> {
     if !p.def.id_index {
         return None;
     }
+    let event_id = p
+        .def
+        .event_id
+        .as_ref()
+        .expect("an id_index pipeline has an event id");
+    let keys: Vec<String> = p.def.keys.iter().map(|k| k.name.clone()).collect();
+    let Some(index) = super::pipeline::unique_id_index(p.source_oid, &event_id.name, &keys) else {
+        EtError::LedgerIndexGone {
+            pipeline: p.def.name.clone(),
+            table: p.def.source.clone(),
+            column: event_id.name.clone(),
+        }
+        .raise()
+    };
     Spi::get_one_with_args::<String>(
         "SELECT (SELECT string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY u.n) \
-         FROM pg_catalog.pg_trigger t \
-         JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND d.objid = t.oid \
-              AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjsubid = 0 \
-         JOIN pg_catalog.pg_index i ON i.indexrelid = d.refobjid \
+         FROM pg_catalog.pg_index i \
          CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY u(att, n) \
          JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.att \
-         WHERE t.tgrelid = $1 AND t.tgname = $2 AND u.n <= i.indnkeyatts)",
-        &[
-            p.source_oid.into(),
-            crate::pg::members::trigger_name(p.id).into(),
-        ],
+         WHERE i.indexrelid = $1 AND u.n <= i.indnkeyatts)",
+        &[index.into()],
     )
     .expect("pg_index read")
 }

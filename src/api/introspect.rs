@@ -11,6 +11,22 @@ use crate::pg::error::EtError;
 mod _eventtime {
     use super::*;
 
+    /// The source's unique index that is the ledger of pipeline `pipeline_id`
+    /// (`PipelineDef::id_index`), found in the catalog as `create_pipeline` found it, for
+    /// `eventtime.pipelines`; NULL for a pipeline with a ledger of its own or none, or when the
+    /// index is gone.
+    #[pg_extern(stable, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn id_index_of(pipeline_id: i32) -> Option<pg_sys::Oid> {
+        let p = catalog::load_by_id(pipeline_id);
+        let event_id = p.def.event_id.as_ref().filter(|_| p.def.id_index)?;
+        if !p.source_exists {
+            return None;
+        }
+        let keys: Vec<String> = p.def.keys.iter().map(|k| k.name.clone()).collect();
+        crate::api::pipeline::unique_id_index(p.source_oid, &event_id.name, &keys)
+    }
+
     /// Counts over the tables of one pipeline, for `eventtime.pipelines`.
     /// Returns no row for a pipeline the caller may not read; counts as the pipeline's owner.
     // pgrx reads the column names from the `name!` types of the signature.

@@ -67,7 +67,11 @@ pub fn source_columns(rel: pg_sys::Oid) -> Vec<SourceColumn> {
 /// (as the ledger compares keys), each with its type's default operator class and its column's
 /// collation; it is valid, immediate (not deferrable: a deferred check would let a duplicate
 /// reach the trigger), without predicate or expression. The narrowest such index is taken.
-fn unique_id_index(rel: pg_sys::Oid, event_id: &str, keys: &[String]) -> Option<pg_sys::Oid> {
+pub(crate) fn unique_id_index(
+    rel: pg_sys::Oid,
+    event_id: &str,
+    keys: &[String],
+) -> Option<pg_sys::Oid> {
     Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT (SELECT i.indexrelid FROM pg_catalog.pg_index i \
          WHERE i.indrelid = $1 AND i.indisunique AND i.indimmediate AND i.indisvalid AND i.indislive \
@@ -793,6 +797,15 @@ fn create_pipeline(
     let key_names_of_source: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
     // A unique index of the source covers its partitions, not the tables that inherit from it:
     // with such tables, the pipeline keeps a ledger of its own.
+    // The lock CREATE TRIGGER takes, taken first: no index of the source is dropped between
+    // the look-up and the dependency on it.
+    // SAFETY: the relation exists (its oid was just resolved); the lock lasts until commit.
+    unsafe {
+        pg_sys::LockRelationOid(
+            source_oid,
+            pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE,
+        )
+    };
     let inherited = members::tables_below(source_oid)
         .iter()
         .any(|(t, _)| !members::is_partition(*t));

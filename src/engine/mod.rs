@@ -140,11 +140,11 @@ impl<'a> Groups<'a> {
         self.starts.is_empty()
     }
 
-    /// Whether the groups are at their bound, so that no row is added: [`FLUSH_GROUPS`] of
-    /// them, or keys and values of more than `work_mem` in their context.
+    /// Whether the groups are past their bound, so that no row is added: more than
+    /// [`FLUSH_GROUPS`] of them, or keys and values of more than `work_mem` in their context.
     pub fn full(&self) -> bool {
         // SAFETY: reads the size of a live memory context and a backend setting.
-        self.len() >= FLUSH_GROUPS
+        self.len() > FLUSH_GROUPS
             || unsafe { pg_sys::MemoryContextMemAllocated(self.cx, true) }
                 > unsafe { pg_sys::work_mem } as usize * 1024
     }

@@ -95,6 +95,12 @@ pub enum EtError {
     SourceGone { pipeline: String },
     /// 55000: a table of the pipeline is gone (its owner dropped or renamed it).
     TableGone { pipeline: String, table: String },
+    /// 55000: the source's unique index on the event id, the pipeline's ledger, is gone.
+    LedgerIndexGone {
+        pipeline: String,
+        table: String,
+        column: String,
+    },
     /// 55000: history and refused rows are written by the pipeline only.
     ReadOnly {
         pipeline: String,
@@ -171,6 +177,7 @@ impl EtError {
             NotSupported { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
             SourceGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             TableGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            LedgerIndexGone { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReadOnly { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ReservedColumn { .. } => ERRCODE_RESERVED_NAME,
             NotGroupable { .. } => ERRCODE_UNDEFINED_FUNCTION,
@@ -271,6 +278,9 @@ impl EtError {
             }
             TableGone { pipeline, table } => {
                 format!("table {table} of pipeline \"{pipeline}\" does not exist")
+            }
+            LedgerIndexGone { pipeline, table, .. } => {
+                format!("pipeline \"{pipeline}\" dedups by a unique index of {table} on its event id, and {table} has none")
             }
             SourceGone { pipeline } => {
                 format!("source table of pipeline \"{pipeline}\" no longer exists")
@@ -413,6 +423,7 @@ impl EtError {
             ),
             WrongIsolation { .. } => Some("Call it in its own READ COMMITTED transaction.".into()),
             SourceGone { .. } => Some("Drop the pipeline with eventtime.drop_pipeline().".into()),
+            LedgerIndexGone { column, .. } => Some(format!("Create the unique index on \"{column}\" again (CREATE UNIQUE INDEX, or the primary key it was): the pipeline keeps no ledger of its own.")),
             TableGone { pipeline, .. } => Some(format!("The pipeline cannot go on without it: drop it with eventtime.drop_pipeline('{pipeline}') and create it again.")),
             ReadOnly { .. } => Some("Only the pipeline writes here; drop the pipeline to remove it.".into()),
             ReservedColumn { .. } => Some("Rename the aggregate with AS; for a key, choose another column.".into()),

@@ -46,15 +46,9 @@ SELECT p.name,
        c.idle_writers,
        (p.definition -> 'offsets' ->> 'column')::name AS offset_column,
        (p.definition -> 'offsets' ->> 'source_column')::name AS source_column,
-       -- The source's unique index that is the pipeline's ledger of event ids, on which its
-       -- trigger depends (NULL: the pipeline keeps a ledger of its own, or has no event id).
-       (SELECT d.refobjid::regclass
-        FROM pg_catalog.pg_trigger t
-        JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_trigger'::regclass AND d.objid = t.oid
-                                   AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjsubid = 0
-        JOIN pg_catalog.pg_class i ON i.oid = d.refobjid AND i.relkind IN ('i', 'I')
-        WHERE t.tgrelid = p.source AND t.tgname = 'eventtime_ingest_p' || p.id
-          AND (p.definition ->> 'id_index')::boolean) AS event_id_index
+       -- The source's unique index that is the pipeline's ledger of event ids (NULL: the
+       -- pipeline keeps a ledger of its own, or has no event id).
+       _eventtime.id_index_of(p.id)::regclass AS event_id_index
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),

@@ -67,6 +67,8 @@ COMMIT;
 SELECT * FROM eventtime.ingest('ix_c', '[{"id": 1, "store": "s1", "at": "2026-05-01 10:00:01+00"},
   {"id": 9001, "store": "s1", "at": "2026-05-01 10:00:01+00"}, {"id": 9001, "store": "s1", "at": "2026-05-01 10:00:01+00"}]');
 SELECT * FROM eventtime.ingest('ix_c', '{"id": 9001, "store": "s1", "at": "2026-05-01 10:00:01+00"}');
+-- ... and they are the pipeline's duplicates too.
+SELECT duplicates FROM eventtime.pipelines WHERE name = 'ix_c';
 SELECT eventtime.advance_watermark('ix_c', 'infinity');
 SELECT store, n FROM ix_c_latest ORDER BY store;
 
@@ -140,3 +142,17 @@ SELECT * FROM eventtime.ingest('ix_h', '[{"id": 2, "store": "a", "at": "2026-05-
 SELECT eventtime.advance_watermark(p, 'infinity') FROM unnest(ARRAY['ix_s', 'ix_h']) p;
 SELECT store, window_start, window_end, n FROM ix_s_latest ORDER BY 2;
 SELECT store, window_start, n FROM ix_h_latest ORDER BY 2;
+
+-- A dump and restore does not keep the trigger's dependency on the index (pg_dump writes no
+-- pg_depend rows): the pipeline still finds its index in the catalog, and once the index is
+-- gone, eventtime.ingest says so instead of counting redeliveries again.
+CREATE TABLE ix_r (id bigint PRIMARY KEY, store text, at timestamptz);
+SELECT eventtime.create_pipeline(name => 'ix_r', source => 'ix_r', event_time => 'at', key => ARRAY['store'],
+    window_size => '1 hour', event_id => 'id', aggregates => 'count(*) AS n');
+DELETE FROM pg_depend WHERE classid = 'pg_trigger'::regclass AND refobjid = 'ix_r_pkey'::regclass
+  AND objid = (SELECT oid FROM pg_trigger WHERE tgrelid = 'ix_r'::regclass AND tgname LIKE 'eventtime_ingest_p%');
+SELECT event_id_index FROM eventtime.pipelines WHERE name = 'ix_r';
+SELECT * FROM eventtime.ingest('ix_r', '[{"id": 1, "store": "a", "at": "2026-05-01 10:00+00"}, {"id": 1, "store": "a", "at": "2026-05-01 10:00+00"}]');
+ALTER TABLE ix_r DROP CONSTRAINT ix_r_pkey;
+SELECT event_id_index FROM eventtime.pipelines WHERE name = 'ix_r';
+SELECT pg_temp.try($$SELECT * FROM eventtime.ingest('ix_r', '{"id": 1, "store": "a", "at": "2026-05-01 10:00+00"}')$$);
