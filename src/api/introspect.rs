@@ -27,6 +27,32 @@ mod _eventtime {
         crate::api::pipeline::unique_id_index(p.source_oid, &event_id.name, &keys)
     }
 
+    /// The watermark of pipeline `pipeline_id` (NULL before the first advance), for its views
+    /// `_provisional` and `_current`, which call it once per query. A view reads the catalog as
+    /// its owner, but the catalog's row-level security judges `current_user`, the view's
+    /// caller: so this reads the catalog as its owner, for a caller that may read the pipeline
+    /// (it has the owner's privileges or `SELECT` on one of its views), and refuses others.
+    #[pg_extern(stable, parallel_safe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn provisional_watermark(pipeline_id: i32) -> Option<TimestampWithTimeZone> {
+        let p = catalog::load_by_id(pipeline_id);
+        if !p.readable() {
+            EtError::PermissionDenied {
+                // Nothing about the pipeline, not even its name, for a role that may not read it.
+                message: format!("permission denied for the watermark of pipeline #{pipeline_id}"),
+                hint: "Read the pipeline's views <name>_provisional or <name>_current, with SELECT granted by its owner.".into(),
+            }
+            .raise()
+        }
+        crate::pg::security::as_catalog_owner(|| {
+            crate::pg::spi::read_one::<TimestampWithTimeZone>(
+                "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
+                &[pipeline_id.into()],
+            )
+            .expect("catalog read")
+        })
+    }
+
     /// Counts over the tables of one pipeline, for `eventtime.pipelines`.
     /// Returns no row for a pipeline the caller may not read; counts as the pipeline's owner.
     // pgrx reads the column names from the `name!` types of the signature.

@@ -898,18 +898,7 @@ fn create_pipeline(
             "pg_eventtime: routes inserted rows into pipeline {name}"
         ))
     ));
-    for (suffix, what) in [
-        ("_history", "every firing of every window: version 1 sealed, then late versions and restatements"),
-        ("_latest", "the greatest version of each window"),
-        ("_sealed", "version 1 of each window, as first published; never changes"),
-        ("_refused", "rows that arrived after their window's grace, with the window they missed and the watermark that refused them"),
-    ] {
-        ddl.push(format!(
-            "COMMENT ON VIEW {} IS {}",
-            def.view(suffix),
-            quote_literal(&format!("pg_eventtime pipeline {name}: {what}"))
-        ));
-    }
+    ddl.extend(def.view_comments(VIEW_SUFFIXES));
     let run = |stmts: &[String]| {
         Spi::connect_mut(|client| {
             for stmt in stmts {
@@ -973,6 +962,83 @@ fn create_pipeline(
 mod _eventtime {
     use super::*;
 
+    /// What this version gives every pipeline and a pipeline made by an earlier one lacks, made for
+    /// pipeline `pipeline_id` by the upgrade scripts of `sql/` (`ALTER EXTENSION pg_eventtime
+    /// UPDATE`, run by a superuser): since 0.2.0, the views `_provisional` and `_current`, with
+    /// their comments and read-only triggers, made as the pipeline's owner as `create_pipeline`
+    /// makes them. Returns whether it made them; a pipeline that cannot have them (its name leaves no
+    /// room for the suffix, or its state table is gone) keeps the rest, with a warning.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn upgrade_pipeline(pipeline_id: i32) -> bool {
+        // SAFETY: reads the current user's superuser flag; no pointers involved.
+        if !unsafe { pg_sys::superuser() } {
+            EtError::PermissionDenied {
+                message:
+                    "_eventtime.upgrade_pipeline is run by the upgrade scripts of pg_eventtime"
+                        .into(),
+                hint: "Run ALTER EXTENSION pg_eventtime UPDATE as a superuser.".into(),
+            }
+            .raise()
+        }
+        let p = catalog::load_by_id(pipeline_id);
+        let exists = |name: String| {
+            as_catalog_owner(|| {
+                crate::pg::spi::read_one::<bool>(
+                    "SELECT to_regclass($1) IS NOT NULL",
+                    &[name.into()],
+                )
+                .expect("relation lookup")
+                .unwrap_or(false)
+            })
+        };
+        if p.def.name.len() + "_provisional".len() > NAME_MAX {
+            pgrx::warning!(
+                "pipeline \"{}\" gets no views _provisional and _current: its name is longer than {} bytes",
+                p.def.name,
+                NAME_MAX - "_provisional".len()
+            );
+            return false;
+        }
+        if !exists(p.def.table("state")) || !exists(p.def.view("_latest")) {
+            pgrx::warning!(
+                "pipeline \"{}\" gets no views _provisional and _current: its state table or its view _latest is gone",
+                p.def.name
+            );
+            return false;
+        }
+        if exists(p.def.view("_provisional")) || exists(p.def.view("_current")) {
+            return false;
+        }
+        let mut ddl = p.def.create_provisional_views();
+        ddl.extend(p.def.view_comments(&["_provisional", "_current"]));
+        // Objects made while ALTER EXTENSION runs a script become members of the extension;
+        // a pipeline's views are their owner's, as create_pipeline makes them. PostgreSQL
+        // resets these globals itself if the script fails.
+        // SAFETY: backend-local globals, read and restored in this backend's one thread.
+        let (creating, current) =
+            unsafe { (pg_sys::creating_extension, pg_sys::CurrentExtensionObject) };
+        unsafe {
+            pg_sys::creating_extension = false;
+            pg_sys::CurrentExtensionObject = pg_sys::InvalidOid;
+        }
+        p.as_owner(|| {
+            Spi::connect_mut(|client| {
+                for stmt in &ddl {
+                    client
+                        .update(stmt.as_str(), None, &[])
+                        .expect("pipeline DDL");
+                }
+            })
+        });
+        // SAFETY: as above.
+        unsafe {
+            pg_sys::creating_extension = creating;
+            pg_sys::CurrentExtensionObject = current;
+        }
+        true
+    }
+
     /// Called by the event trigger `eventtime_table_change` after every `ALTER TABLE`, with the
     /// tables it changed. The trigger function of a pipeline names the source columns it uses;
     /// a rename of one would make every insert into the table fail, so the `ALTER TABLE` is
@@ -1013,8 +1079,8 @@ mod _eventtime {
     }
 }
 
-/// The views of pipeline `p` that exist: those of its names that read its history or refused
-/// rows.
+/// The views of pipeline `p` that exist: those of its names that read its history, refused
+/// rows or state, or its views `_latest` and `_provisional` (as `_current` does).
 fn own_views(p: &catalog::Pipeline) -> Vec<String> {
     let names: Vec<String> = VIEW_SUFFIXES
         .iter()
@@ -1032,7 +1098,14 @@ fn own_views(p: &catalog::Pipeline) -> Vec<String> {
                        AND n.nspname = $2 AND c.relname = ANY($3)",
                     None,
                     &[
-                        vec![p.def.table("history"), p.def.table("refused")].into(),
+                        vec![
+                            p.def.table("history"),
+                            p.def.table("refused"),
+                            p.def.table("state"),
+                            p.def.view("_latest"),
+                            p.def.view("_provisional"),
+                        ]
+                        .into(),
                         p.def.view_schema.as_str().into(),
                         names.into(),
                     ],
@@ -1073,13 +1146,10 @@ fn drop_pipeline(name: Option<&str>) {
         .into_iter()
         .filter(|s| !s.starts_with("DROP VIEW"))
         .collect();
-    as_catalog_owner(|| {
-        run(views
-            .iter()
-            .map(|v| format!("DROP VIEW IF EXISTS {v}"))
-            .chain(stmts)
-            .collect())
-    });
+    // One statement for the views, which depend on one another (`_current`).
+    let drop_views =
+        (!views.is_empty()).then(|| format!("DROP VIEW IF EXISTS {}", views.join(", ")));
+    as_catalog_owner(|| run(drop_views.into_iter().chain(stmts).collect()));
     as_catalog_owner(|| {
         run(vec![
             format!(

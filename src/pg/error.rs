@@ -331,7 +331,7 @@ impl EtError {
         match self {
             InvalidParameter { detail, .. } => detail.clone(),
             NameTooLong { limit, .. } => Some(format!(
-                "The views of a pipeline are named after it with a suffix such as \"_history\"; pipeline names can have at most {limit} bytes."
+                "The views of a pipeline are named after it with a suffix of up to 12 bytes such as \"_provisional\"; pipeline names can have at most {limit} bytes."
             )),
             DuplicateColumn { detail, .. } => Some(detail.clone()),
             AggregateSyntax { position, .. } => Some(format!("The error is at character {position} of the aggregate list.")),
@@ -358,6 +358,7 @@ impl EtError {
             }
             ReadOnly { what, .. } if what == "refused rows" => Some("Refused rows are kept as they arrived, with the window they missed and the watermark that refused them.".into()),
             ReadOnly { what, .. } if what == "offsets" => Some("Each source's committed offset moves with the ingest statements that bring its rows, in their transactions; a job resumes after it (eventtime.sources).".into()),
+            ReadOnly { what, .. } if what == "results" => Some("Provisional and current results are read from the pipeline's state and history; rows change them through the source table.".into()),
             ReadOnly { .. } => Some("The folds of restatements and the event-id ledger are written by the pipeline's own statements only.".into()),
             ReservedColumn { detail, .. } => Some(detail.clone()),
             NotGroupable { hash: true, .. } => Some("Session windows find the live sessions of a key, and take its turn, by a hash of the key made with each type's default hash function; this type has none.".into()),

@@ -10,7 +10,8 @@ AS $$
 SELECT pg_catalog.pg_has_role(role, owner, 'USAGE')
     OR EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                WHERE n.nspname = view_schema
-                 AND c.relname IN (name || '_history', name || '_latest', name || '_sealed', name || '_refused')
+                 AND c.relname IN (name || '_history', name || '_latest', name || '_sealed', name || '_refused',
+                                   name || '_provisional', name || '_current')
                  AND pg_catalog.has_schema_privilege(role, n.oid, 'USAGE')
                  AND pg_catalog.has_table_privilege(role, c.oid, 'SELECT'))
 $$;
@@ -60,7 +61,7 @@ COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
 COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text) IS
-  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed and _refused beside the source table.';
+  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
 COMMENT ON FUNCTION eventtime.ingest(text, jsonb) IS
@@ -189,3 +190,6 @@ CREATE AGGREGATE _eventtime.offset_scan(integer, text, bigint) (
     STYPE = internal,
     FINALFUNC = _eventtime.offset_scan_final
 );
+
+-- Run by the upgrade scripts only (it also checks that its caller is a superuser).
+REVOKE ALL ON FUNCTION _eventtime.upgrade_pipeline(integer) FROM PUBLIC;

@@ -23,3 +23,9 @@ INSERT INTO u_feed VALUES (1, 149, 'a', 999, '2026-10-29 02:00+00'), (1, 153, 'a
 SELECT count(*) FROM eventtime.advance_watermark('u_offsets', '2026-10-29 05:00+00');
 INSERT INTO u_metrics SELECT 'h' || g % 2, g, timestamptz '2026-10-29 00:40+00' + g * interval '1 minute' FROM generate_series(1, 30) g;
 INSERT INTO u_metrics VALUES ('h0', 100, '2026-10-29 00:01+00');
+-- Rows in open windows, which the provisional views show, and a pipeline of phase one dropped
+-- with all its views.
+INSERT INTO u_orders VALUES (4000, 'web', 11, '2026-11-01 09:00+00'), (4001, 'web', 12, '2026-11-01 10:00+00');
+INSERT INTO u_clicks VALUES ('2026-10-29 13:10+00', 9);
+INSERT INTO u_visits VALUES ('cy', '2026-10-29 15:00+00');
+SELECT eventtime.drop_pipeline('u_gone');

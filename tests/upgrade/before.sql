@@ -45,6 +45,9 @@ CREATE TABLE u_metrics (host text, v int, at timestamptz);
 SELECT eventtime.create_pipeline(name => 'u_lagged', source => 'u_metrics', event_time => 'at',
     key => ARRAY['host'], window_size => '10 minutes', allowed_lateness => '10 minutes',
     watermark_lag => '5 minutes', aggregates => 'count(*) AS n, sum(v) AS total');
+-- A pipeline the second phase drops.
+CREATE TABLE u_gone (at timestamptz);
+SELECT eventtime.create_pipeline(name => 'u_gone', source => 'u_gone', event_time => 'at', window_size => '1 hour');
 
 -- Rows, one statement of many and single ones.
 INSERT INTO u_orders SELECT g, CASE WHEN g % 3 = 0 THEN 'web' ELSE 'shop' END, 10 + g % 7,

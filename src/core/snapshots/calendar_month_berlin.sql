@@ -321,6 +321,15 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
+CREATE VIEW "public"."Orders ""daily""_provisional" AS SELECT f."store", f.window_start, f.window_end, (f."_et_a0")::bigint AS "orders", (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric AS "mean", (SELECT _eventtime.provisional_watermark(7)) AS watermark
+FROM (SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n" FROM _eventtime."p7_state" s
+WHERE s.window_end > coalesce((SELECT _eventtime.provisional_watermark(7)), '-infinity') GROUP BY "store", window_start, window_end) f;
+CREATE VIEW "public"."Orders ""daily""_current" AS
+SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at, false AS provisional FROM "public"."Orders ""daily""_latest"
+UNION ALL
+SELECT "store", window_start, window_end, NULL::integer, 'provisional', "orders", "mean", false, watermark, NULL::timestamptz, true FROM "public"."Orders ""daily""_provisional";
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_provisional" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'results');
+CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_current" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'results');
 
 -- typed feed
 CREATE FUNCTION "public"."Orders ""daily""_changes"(after text DEFAULT NULL) RETURNS TABLE ("store" text, window_start timestamptz, window_end timestamptz, version integer, kind text, "orders" bigint, "mean" numeric, sealed boolean, watermark timestamptz, fired_at timestamptz, "cursor" text) LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS 'SELECT r."store", c.window_start, c.window_end, c.version, c.kind, r."orders", r."mean", c.sealed, c.watermark, c.fired_at, c."cursor" FROM eventtime.changes(''Orders "daily"'', $1) c CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"public"."Orders ""daily""_history", c.key OPERATOR(pg_catalog.||) c.aggregates) r';
@@ -356,10 +365,12 @@ SELECT count(*) FROM (SELECT DISTINCT "store", window_start FROM gone WHERE wind
 
 -- drop
 DROP FUNCTION IF EXISTS "public"."Orders ""daily""_changes"(text);
+DROP VIEW IF EXISTS "public"."Orders ""daily""_current";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_history";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_latest";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_sealed";
 DROP VIEW IF EXISTS "public"."Orders ""daily""_refused";
+DROP VIEW IF EXISTS "public"."Orders ""daily""_provisional";
 DROP TRIGGER IF EXISTS "eventtime_ingest_p7" ON "public"."orders";
 DROP FUNCTION IF EXISTS _eventtime."p7_ingest"();
 DROP FUNCTION IF EXISTS _eventtime."p7_ingest_sql"();

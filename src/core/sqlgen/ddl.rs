@@ -269,22 +269,102 @@ impl PipelineDef {
                 },
             ),
         ];
-        // Simple views would pass writes through to the tables: nobody writes history or
-        // refused rows but the pipeline.
-        for suffix in VIEW_SUFFIXES {
-            let what = if *suffix == "_refused" {
-                "refused rows"
-            } else {
-                "history"
-            };
-            out.push(format!(
-                "CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
-                self.view(suffix),
-                quote_literal(&self.name),
-                quote_literal(what)
-            ));
-        }
+        out.extend(
+            ["_history", "_latest", "_sealed", "_refused"]
+                .iter()
+                .map(|s| self.read_only_trigger(s)),
+        );
+        out.extend(self.create_provisional_views());
         out
+    }
+
+    /// The trigger that refuses writes through the view of `suffix`: simple views would pass
+    /// them through to the tables, and nobody writes history or refused rows but the pipeline.
+    fn read_only_trigger(&self, suffix: &str) -> String {
+        let what = match suffix {
+            "_refused" => "refused rows",
+            "_provisional" | "_current" => "results",
+            _ => "history",
+        };
+        format!(
+            "CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {INTERNAL_SCHEMA}.refuse_change({}, {})",
+            self.view(suffix),
+            quote_literal(&self.name),
+            quote_literal(what)
+        )
+    }
+
+    /// The comments of the views of `suffixes`.
+    pub fn view_comments(&self, suffixes: &[&str]) -> Vec<String> {
+        [
+            ("_history", "every firing of every window: version 1 sealed, then late versions and restatements"),
+            ("_latest", "the greatest version of each window"),
+            ("_sealed", "version 1 of each window, as first published; never changes"),
+            ("_refused", "rows that arrived after their window's grace, with the window they missed and the watermark that refused them"),
+            ("_provisional", "windows that have not fired, with the aggregates of their rows so far: no version, nothing published"),
+            ("_current", "the latest version of each fired window, and the provisional results of the others"),
+        ]
+        .iter()
+        .filter(|(suffix, _)| suffixes.contains(suffix))
+        .map(|(suffix, what)| {
+            format!(
+                "COMMENT ON VIEW {} IS {}",
+                self.view(suffix),
+                quote_literal(&format!("pg_eventtime pipeline {}: {what}", self.name))
+            )
+        })
+        .collect()
+    }
+
+    /// `_provisional`: each window with state that has not fired (its end after the pipeline
+    /// watermark, or no watermark yet), with the aggregates of its accepted rows so far, combined
+    /// from its state rows as the main firing combines them, and the watermark it was read at.
+    /// No version is minted and nothing is published. The watermark comes from
+    /// `_eventtime.provisional_watermark`, which checks that the caller may read the pipeline
+    /// (the catalog's row-level security judges the caller, not the view's owner). Predicates on
+    /// the keys and the window start reach the state's scan through the grouping.
+    ///
+    /// `_current`: `_latest` and `_provisional` together, with `provisional` telling which;
+    /// a provisional window has no version, kind `provisional`, `sealed` false and no `fired_at`.
+    pub fn create_provisional_views(&self) -> Vec<String> {
+        let k = prefix(&self.key_names(None));
+        let session = self.window.is_session();
+        let merged_into = if session { "merged_into, " } else { "" };
+        let no_merge = if session { "NULL::tstzrange, " } else { "" };
+        let watermark = format!(
+            "(SELECT {INTERNAL_SCHEMA}.provisional_watermark({}))",
+            self.id
+        );
+        let finals = self
+            .finals("f")
+            .iter()
+            .zip(self.alias_cols())
+            .map(|(e, a)| format!("{e} AS {a}, "))
+            .collect::<String>();
+        let aliases = prefix(&self.alias_cols());
+        vec![
+            format!(
+                "CREATE VIEW {} AS SELECT {kf}f.window_start, f.window_end, {finals}{watermark} AS watermark\n\
+                 FROM (SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined} FROM {state} s\n\
+                       WHERE s.window_end > coalesce({watermark}, '-infinity') GROUP BY {k}window_start, window_end) f",
+                self.view("_provisional"),
+                kf = prefix(&self.key_names(Some("f"))),
+                n = format_args!("{INTERNAL_PREFIX}n"),
+                combined = self.combined(),
+                state = self.table("state"),
+            ),
+            format!(
+                "CREATE VIEW {} AS\n\
+                 SELECT {k}window_start, window_end, version, kind, {merged_into}{aliases}sealed, watermark, fired_at, false AS provisional FROM {}\n\
+                 UNION ALL\n\
+                 SELECT {k}window_start, window_end, NULL::integer, 'provisional', {no_merge}{aliases}false, watermark, NULL::timestamptz, true FROM {}",
+                self.view("_current"),
+                self.view("_latest"),
+                self.view("_provisional"),
+            ),
+            self.read_only_trigger("_provisional"),
+            self.read_only_trigger("_current"),
+        ]
     }
 
     /// The typed feed `<name>_changes(after text DEFAULT NULL)`: the rows of

@@ -94,8 +94,15 @@ enum Ledger {
     Fresh,
 }
 
-/// The views of a pipeline, by suffix.
-pub const VIEW_SUFFIXES: &[&str] = &["_history", "_latest", "_sealed", "_refused"];
+/// The views of a pipeline, by suffix. `_current` reads `_latest` and `_provisional`.
+pub const VIEW_SUFFIXES: &[&str] = &[
+    "_current",
+    "_history",
+    "_latest",
+    "_sealed",
+    "_refused",
+    "_provisional",
+];
 
 /// The suffix of a pipeline's typed feed function, beside its views (see `create_feed_function`).
 pub const FEED_SUFFIX: &str = "_changes";
