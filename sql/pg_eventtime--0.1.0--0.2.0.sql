@@ -39,5 +39,38 @@ $$;
 COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text) IS
   'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 
+-- explain shows an open window's aggregates so far, in a column of its own at the end.
+DROP FUNCTION eventtime.explain(text, timestamptz, text[]);
+DROP FUNCTION _eventtime.explain(text, timestamptz, text[]);
+CREATE FUNCTION _eventtime."explain"(
+	"pipeline" TEXT,
+	"event_time" timestamp with time zone,
+	"key" TEXT[]
+) RETURNS TABLE (
+	"window_start" timestamp with time zone,
+	"window_end" timestamp with time zone,
+	"deadline" timestamp with time zone,
+	"state" TEXT,
+	"rows_in_state" bigint,
+	"latest_version" INT,
+	"watermark" timestamp with time zone,
+	"landing" TEXT,
+	"held_back_by" TEXT[],
+	"explanation" TEXT,
+	"provisional" jsonb
+)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'explain_wrapper';
+CREATE FUNCTION eventtime.explain(pipeline text, event_time timestamptz, VARIADIC key text[] DEFAULT '{}')
+RETURNS TABLE (window_start timestamptz, window_end timestamptz, deadline timestamptz, state text,
+               rows_in_state bigint, latest_version integer, watermark timestamptz, landing text,
+               held_back_by text[], explanation text, provisional jsonb)
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
+COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
+  'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, the sources the watermark waits for, and for an open window of a key with rows its aggregates so far (provisional, as <name>_provisional shows them).';
+
 -- Every pipeline gets its views _provisional and _current, as its owner's.
 SELECT _eventtime.upgrade_pipeline(id) FROM _eventtime.pipeline ORDER BY id;

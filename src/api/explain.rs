@@ -9,6 +9,7 @@
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
+use pgrx::JsonB;
 
 use super::watermark::{sources, tstz};
 use crate::core::clock;
@@ -33,6 +34,7 @@ type Row = (
     String,
     Option<Vec<String>>,
     String,
+    Option<JsonB>,
 );
 
 #[pg_schema]
@@ -61,6 +63,7 @@ mod _eventtime {
             name!(landing, String),
             name!(held_back_by, Option<Vec<String>>),
             name!(explanation, String),
+            name!(provisional, Option<JsonB>),
         ),
     > {
         const F: &str = "eventtime.explain";
@@ -116,6 +119,8 @@ mod _eventtime {
             "SELECT sum(t._et_n)::bigint FROM {} t WHERE t.window_start = $1{key_match}",
             def.table("state")
         );
+        // An open window's aggregates so far, as `_provisional` shows them.
+        let provisional_sql = def.provisional_values(&format!("t.window_start = $1{key_match}"));
         let history_sql = format!(
             "SELECT max(t.version) FROM {} t WHERE t.window_start = $1{key_match}",
             def.table("history")
@@ -192,6 +197,14 @@ mod _eventtime {
                     } else {
                         (state_rows, latest, explanation)
                     };
+                    // A session's row here is the row's own window, not a session: its values
+                    // are those of the session in `_provisional`.
+                    let provisional = if state == WindowState::Open && !def.window.is_session() {
+                        let got = client.select(&provisional_sql, None, &args).expect("state read");
+                        if got.is_empty() { None } else { got.first().get::<JsonB>(1).expect("values") }
+                    } else {
+                        None
+                    };
                     (
                         tstz(win.start),
                         tstz(win.end),
@@ -203,6 +216,7 @@ mod _eventtime {
                         now_landing.as_str().to_string(),
                         held_back_by.clone(),
                         explanation,
+                        provisional,
                     )
                 })
                 .collect()

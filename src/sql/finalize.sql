@@ -87,12 +87,12 @@ COMMENT ON VIEW eventtime.sources IS
 CREATE FUNCTION eventtime.explain(pipeline text, event_time timestamptz, VARIADIC key text[] DEFAULT '{}')
 RETURNS TABLE (window_start timestamptz, window_end timestamptz, deadline timestamptz, state text,
                rows_in_state bigint, latest_version integer, watermark timestamptz, landing text,
-               held_back_by text[], explanation text)
+               held_back_by text[], explanation text, provisional jsonb)
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
 
 COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
-  'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, and the sources the watermark waits for.';
+  'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, the sources the watermark waits for, and for an open window of a key with rows its aggregates so far (provisional, as <name>_provisional shows them).';
 
 -- tick() runs each pipeline in a subtransaction of its own: one that fails is reported (a
 -- WARNING, and its row's skipped) and rolled back alone; one whose writers hold its state for

@@ -17,7 +17,8 @@ SELECT store, window_start, version, kind, n, total FROM u_offsets_history ORDER
 SELECT host, window_start, version, kind, n, total, watermark FROM u_lagged_history ORDER BY 1, 2, 3;
 SELECT host, event_time, window_start FROM u_lagged_refused ORDER BY 1, 2;
 SELECT store, window_start, version, orders FROM u_daily_latest ORDER BY 1, 2;
-SELECT window_start, window_end, state, watermark, landing FROM eventtime.explain('u_daily', '2026-10-31 10:00+00', 'web');
+SELECT window_start, window_end, state, watermark, landing, provisional FROM eventtime.explain('u_daily', '2026-10-31 10:00+00', 'web');
+SELECT window_start, state, provisional FROM eventtime.explain('u_daily', '2026-11-01 10:00+00', 'web');
 SELECT store, window_start, window_end, orders, revenue, round(mean, 6) AS mean, watermark FROM u_daily_provisional ORDER BY 1, 2;
 SELECT window_start, window_end, n, heaviest FROM u_hop_provisional ORDER BY 1, 2;
 SELECT visitor, window_start, window_end, events FROM u_sessions_provisional ORDER BY 1, 2;

@@ -367,6 +367,25 @@ impl PipelineDef {
         ]
     }
 
+    /// The aggregates so far of one window of one key, as a `jsonb` object by alias, from its
+    /// state rows that match `filter` (a condition on the state aliased `t`), combined as
+    /// `_provisional` combines them; no row when it has none. For `explain`.
+    pub fn provisional_values(&self, filter: &str) -> String {
+        let pairs = self
+            .finals("f")
+            .iter()
+            .zip(&self.aggs)
+            .map(|(e, a)| format!("{}, {e}", quote_literal(&a.spec.alias)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "SELECT pg_catalog.jsonb_build_object({pairs}) FROM (SELECT sum({n})::bigint AS {n}{combined} FROM {state} t WHERE {filter}) f WHERE f.{n} > 0",
+            n = format_args!("{INTERNAL_PREFIX}n"),
+            combined = self.combined(),
+            state = self.table("state"),
+        )
+    }
+
     /// The typed feed `<name>_changes(after text DEFAULT NULL)`: the rows of
     /// `eventtime.changes(name, after)` with the keys and aggregates in the history's own columns
     /// and types (read back from the feed's `jsonb` through the history view's row type, which

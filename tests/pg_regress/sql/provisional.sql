@@ -29,6 +29,11 @@ SELECT count(*) FROM eventtime.advance_watermark('pv_daily', '2026-06-02 00:00+0
 INSERT INTO pv_orders VALUES (102, 'web', 50, '2026-06-01 23:00+00');
 SELECT store, window_start, version, kind, orders, revenue, sealed, watermark, fired_at IS NOT NULL AS fired, provisional
 FROM pv_daily_current ORDER BY window_start, store NULLS FIRST, version;
+-- explain shows the same values for an open window of a key, and none for a fired one.
+SELECT window_start, state, rows_in_state, provisional FROM eventtime.explain('pv_daily', '2026-06-02 10:00+00', 'web');
+SELECT window_start, state, provisional FROM eventtime.explain('pv_daily', '2026-06-02 10:00+00', NULL);
+SELECT window_start, state, provisional FROM eventtime.explain('pv_daily', '2026-06-01 10:00+00', 'web');
+SELECT window_start, state, provisional FROM eventtime.explain('pv_daily', '2026-06-03 10:00+00', 'web');
 -- One window of one key, as a dashboard reads it.
 SELECT orders, revenue FROM pv_daily_current WHERE store = 'web' AND window_start = '2026-06-02 00:00+00';
 SELECT orders, revenue FROM pv_daily_provisional WHERE store IS NULL;

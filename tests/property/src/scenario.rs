@@ -853,6 +853,7 @@ impl<'a> Scenario<'a> {
     fn check(&mut self) {
         self.check_counters();
         self.check_latest();
+        self.check_provisional();
         self.check_refused();
         self.check_history();
         self.check_sealed();
@@ -927,6 +928,82 @@ impl<'a> Scenario<'a> {
             "_latest (keys, window_start, window_end, version, aggregates)",
             actual,
             expected,
+        );
+    }
+
+    /// SPEC §3 provisional reads: `_provisional` holds every window that accepted rows and has
+    /// not fired, with PostgreSQL's own aggregates over its accepted rows (duplicates and refused
+    /// rows never counted), and nothing else; `_current` is `_latest` beside it. After the
+    /// watermark reaches infinity it is empty.
+    fn check_provisional(&mut self) {
+        let (kt, kp, at) = (
+            self.cfg.keys_text(),
+            self.cfg.keys_plain(),
+            self.cfg.aliases_text(),
+        );
+        let nk = self.cfg.keys.len();
+        let actual = self.driver.rows(&format!(
+            "SELECT {kt}us(window_start), us(window_end), {at} FROM {}",
+            self.cfg.view("_provisional")
+        ));
+        let cols = self.cfg.column_list();
+        let grouped = self.driver.rows(&format!(
+            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM \
+               (SELECT {cols}, _ws FROM m_accepted) r GROUP BY {kp}_ws) q",
+            self.cfg.aggregates
+        ));
+        let mut expected = Vec::new();
+        for mut row in grouped {
+            let keys: Keys = row[..nk].to_vec();
+            let start: i64 = row[nk].as_deref().unwrap().parse().unwrap();
+            let window = self
+                .model
+                .windows
+                .get(&(keys, start))
+                .expect("accepted rows have a model window");
+            if window.firings.is_empty() {
+                let end = self.model.spec().end(start);
+                assert!(
+                    self.model.watermark.is_none_or(|w| end > w),
+                    "{}: the model has a window past the watermark that never fired",
+                    self.driver.ctx()
+                );
+                row.insert(nk + 1, Some(ts_key(end)));
+                expected.push(row);
+            }
+        }
+        if self.model.watermark == Some(INFINITY) {
+            assert!(
+                expected.is_empty(),
+                "{}: open windows at infinity",
+                self.driver.ctx()
+            );
+        }
+        self.driver.same(
+            "_provisional (keys, window_start, window_end, aggregates)",
+            actual,
+            expected,
+        );
+        // _current: _latest's rows not provisional, _provisional's rows provisional.
+        let split = self.driver.rows(&format!(
+            "SELECT (SELECT count(*) FROM {c} WHERE NOT provisional)::text, (SELECT count(*) FROM {l})::text, \
+                    (SELECT count(*) FROM {c} WHERE provisional AND version IS NULL AND NOT sealed)::text, \
+                    (SELECT count(*) FROM {p})::text",
+            c = self.cfg.view("_current"),
+            l = self.cfg.view("_latest"),
+            p = self.cfg.view("_provisional"),
+        ));
+        assert_eq!(
+            split[0][0],
+            split[0][1],
+            "{}: _current's fired rows are _latest's",
+            self.driver.ctx()
+        );
+        assert_eq!(
+            split[0][2],
+            split[0][3],
+            "{}: _current's provisional rows are _provisional's",
+            self.driver.ctx()
         );
     }
 

@@ -584,6 +584,60 @@ impl<'a> Run<'a> {
         self.check_latest(&aggregates);
         self.check_sealed(&aggregates);
         self.check_refused();
+        self.check_provisional();
+    }
+
+    /// SPEC §3 provisional reads: `_provisional` holds every session that is live and has not
+    /// fired (not absorbed, no version), with its bounds so far and PostgreSQL's own aggregates
+    /// over all its accepted rows; nothing else, and nothing at all after infinity.
+    fn check_provisional(&mut self) {
+        let open: Vec<usize> = (self.model.sessions.iter().enumerate())
+            .filter(|(_, s)| s.live && s.versions.is_empty())
+            .map(|(sid, _)| sid)
+            .collect();
+        if self.model.watermark == Some(INFINITY) {
+            assert!(
+                open.is_empty(),
+                "{}: open sessions at infinity",
+                self.driver.ctx()
+            );
+        }
+        let actual = self.driver.rows(&format!(
+            "SELECT {}us(window_start), us(window_end), {} FROM {}",
+            self.cfg.keys_text(),
+            self.cfg.aliases_text(),
+            self.cfg.view("_provisional")
+        ));
+        let mut values: HashMap<usize, Row> = HashMap::new();
+        if !open.is_empty() {
+            let ids = open
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            for mut r in self.driver.rows(&format!(
+                "SELECT _sid::text, {} FROM (SELECT m._sid, {} FROM m_member m JOIN m_rows r ON r._n = m._n \
+                   WHERE m._sid IN ({ids}) GROUP BY m._sid) q",
+                self.cfg.aliases_text(),
+                self.cfg.aggregates
+            )) {
+                let rest = r.split_off(1);
+                values.insert(r[0].as_deref().unwrap().parse().unwrap(), rest);
+            }
+        }
+        let mut expected = Vec::new();
+        for sid in open {
+            let s = &self.model.sessions[sid];
+            let mut row = s.keys.clone();
+            row.extend([Some(ts_key(s.start)), Some(ts_key(s.end))]);
+            row.extend(values[&sid].iter().cloned());
+            expected.push(row);
+        }
+        self.driver.same(
+            "_provisional (keys, window_start, window_end, aggregates)",
+            actual,
+            expected,
+        );
     }
 
     /// The aggregates of each (session id, version), computed by PostgreSQL over the rows the

@@ -6,8 +6,12 @@
 //! `'infinity'` none is left. The versions are checked against a model of SPEC §2-3 written here:
 //! within a round the watermark does not move, so each row lands by the rule alone, whatever
 //! the order in which the writers' statements commit, and a redelivered id is a duplicate.
+//! A reader reads `_provisional` while they write (SPEC §3 provisional reads: never waiting, each
+//! open window between what it had before the round and after it), and after every round
+//! `_provisional` is exactly the model's open windows.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
 use rand::Rng;
@@ -43,7 +47,7 @@ fn key_sql(k: Option<&str>) -> String {
 }
 
 /// The model: what each (key, window start) has accepted, refused rows, duplicates.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Model {
     seen: BTreeSet<(Option<&'static str>, i64, i64)>,
     windows: BTreeMap<(Option<&'static str>, i64), (i64, i64)>,
@@ -99,6 +103,8 @@ pub fn run(seed: u64) {
     .clone()
     .unwrap();
     let mut writers: Vec<postgres::Client> = (0..WRITERS).map(|_| db::connect(DB)).collect();
+    let mut reader = db::connect(DB);
+    let total_reads = AtomicUsize::new(0);
     let mut model = Model::default();
     let mut watermark = START;
     let mut sent: Vec<Vec<Event>> = vec![Vec::new(); WRITERS];
@@ -136,6 +142,7 @@ pub fn run(seed: u64) {
             }
             plans.push(plan);
         }
+        let before = model.windows.clone();
         for plan in &plans {
             for stmt in plan {
                 for e in stmt {
@@ -143,8 +150,43 @@ pub fn run(seed: u64) {
                 }
             }
         }
-        // The writers send their statements at once, a commit each.
+        let after = &model.windows;
+        let open = |start: i64| start + HOUR > watermark;
+        // The writers send their statements at once, a commit each, while a reader reads
+        // _provisional over and over: each read completes while they write, and shows each open
+        // window with a count between the one before the round and the one after it, never
+        // less than the reader saw before.
+        let writing = AtomicUsize::new(WRITERS);
         thread::scope(|scope| {
+            let (writing, ctx_r, before, total_reads) = (&writing, &ctx, &before, &total_reads);
+            let reader = &mut reader;
+            scope.spawn(move || {
+                let mut seen: BTreeMap<(Option<String>, i64), i64> = BTreeMap::new();
+                let mut reads = 0;
+                while writing.load(Ordering::Acquire) > 0 || reads == 0 {
+                    reads += 1;
+                    total_reads.fetch_add(1, Ordering::Relaxed);
+                    for r in db::text_rows(
+                        reader,
+                        "SELECT k, ((extract(epoch FROM window_start) * 1000000)::bigint)::text, n::text FROM sb_provisional",
+                    ) {
+                        let start: i64 = r[1].as_deref().unwrap().parse().unwrap();
+                        let n: i64 = r[2].as_deref().unwrap().parse().unwrap();
+                        let k = KEYS.iter().copied().find(|k| k.map(str::to_string) == r[0]).unwrap();
+                        let low = before.get(&(k, start)).map_or(0, |w| w.0);
+                        let high = after.get(&(k, start)).map_or(0, |w| w.0);
+                        let last = seen.insert((r[0].clone(), start), n).unwrap_or(0);
+                        assert!(
+                            open(start) && low.max(last) <= n && n <= high,
+                            "{}",
+                            ctx_r(round, &format!(
+                                "read {reads} of _provisional during the writes: window {start} key {:?} has n = {n}, \
+                                 outside [{}, {high}] (open: {})", r[0], low.max(last), open(start)
+                            ))
+                        );
+                    }
+                }
+            });
             for (w, (conn, plan)) in writers.iter_mut().zip(&plans).enumerate() {
                 let ctx = &ctx;
                 scope.spawn(move || {
@@ -163,10 +205,40 @@ pub fn run(seed: u64) {
                             )
                         });
                     }
+                    writing.fetch_sub(1, Ordering::Release);
                 });
             }
         });
         statements += WRITERS * STATEMENTS;
+        // After the round, _provisional is exactly the open windows of the model.
+        let got = db::text_rows(
+            &mut db,
+            "SELECT k, ((extract(epoch FROM window_start) * 1000000)::bigint)::text, n::text, total::text \
+             FROM sb_provisional ORDER BY 2, 1 NULLS LAST",
+        );
+        let mut want: Vec<(i64, Option<&str>, i64, i64)> = after
+            .iter()
+            .filter(|((_, s), _)| open(*s))
+            .map(|((k, s), (n, t))| (*s, *k, *n, *t))
+            .collect();
+        want.sort_by(|a, b| (a.0, a.1.is_none(), a.1).cmp(&(b.0, b.1.is_none(), b.1)));
+        let want: Vec<Row> = want
+            .into_iter()
+            .map(|(s, k, n, t)| {
+                vec![
+                    k.map(str::to_string),
+                    Some(s.to_string()),
+                    Some(n.to_string()),
+                    Some(t.to_string()),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            got,
+            want,
+            "{}",
+            ctx(round, "_provisional against the model's open windows")
+        );
         // The bound: per (key, window), a row per writer and one of late rows.
         let most = one(
             &mut db,
@@ -244,6 +316,10 @@ pub fn run(seed: u64) {
         expected,
         "{}",
         ctx(ROUNDS, "_latest against the model")
+    );
+    println!(
+        "state bound: {statements} statements from {WRITERS} writers, {} reads of _provisional while they wrote",
+        total_reads.load(Ordering::Relaxed)
     );
     drop(writers);
     db::drop_database(DB);
