@@ -2295,7 +2295,7 @@ fn run() -> Res<Vec<String>> {
             .unwrap_or_default();
         println!();
         println!(
-            "(i) target (SPEC §6): one window of one key well under a millisecond; the slowest of the three views \
+            "(i) target (SPEC §6): one window of one key well under a millisecond; the slowest of the views \
              took {} to execute — {}.",
             ms3(slowest),
             if slowest < Duration::from_millis(1) {

@@ -3,9 +3,11 @@
 //! A keyed daily pipeline gets a long history quickly: one `INSERT ... SELECT` of one row per key
 //! and day, an advance of the watermark to the end of the middle day, late rows for that day for
 //! every tenth key (so that its windows of those keys have versions 1 and 2, and `_latest` has a
-//! version to choose), and an advance to `'infinity'`. Then, for `_latest`, `_sealed` and
-//! `_history`, two reads: one window of one key (a key with a late version) and one day (the
-//! middle day). Each is run once under `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`, whose plan must
+//! version to choose), an advance to the end of the last day, and one row per key on the day
+//! after it, whose windows stay open. Then, for `_latest`, `_sealed`, `_history` and `_current`,
+//! two reads: one window of one key (a key with a late version) and one day (the middle day);
+//! and "today so far" (the open day) from `_current` and `_provisional` (SPEC §3 provisional
+//! reads), which read the state of the open windows beside the history. Each is run once under `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`, whose plan must
 //! read the history through an index: every scan of the history table an index scan with an index
 //! condition (a `Seq Scan`, or an index scan with no condition, reads the whole history), and no
 //! `Sort` above such a scan. The run fails otherwise, and when a read returns other rows than the
@@ -198,7 +200,21 @@ pub(crate) fn workload_i(c: &mut Client, s: &Sizes) -> Res<Reads> {
              FROM generate_series({KEY}, {keys} - 1, 10) k"
         ),
     )?;
-    advance(c, "infinity")?;
+    // Every day fires; the last is still within its grace. Then one row per key on the day after,
+    // whose windows are open: what `_provisional` and `_current` show as today so far.
+    let last_end = text(
+        c,
+        &format!("SELECT (timestamptz '{FIRST_DAY}' + {days} * interval '1 day')::text"),
+    )?;
+    advance(c, &last_end)?;
+    exec(
+        c,
+        &format!(
+            "INSERT INTO ev (id, k, amount, at) \
+             SELECT {keys}::bigint * {days} + {keys} + k, k, 2.00, timestamptz '{last_end}' + interval '9 hours' \
+             FROM generate_series(0, {keys} - 1) k"
+        ),
+    )?;
     let load = t.elapsed();
     let history = text(
         c,
@@ -230,17 +246,25 @@ pub(crate) fn workload_i(c: &mut Client, s: &Sizes) -> Res<Reads> {
     let range = format!(
         "window_start >= timestamptz '{day}' AND window_start < timestamptz '{day}' + interval '1 day'"
     );
+    let today = format!(
+        "window_start >= timestamptz '{last_end}' AND window_start < timestamptz '{last_end}' + interval '1 day'"
+    );
     let keys = keys as i64;
     let mut reads = Vec::new();
+    let mut cases: Vec<(&'static str, &'static str, &String, i64)> = Vec::new();
     for (view, point_rows, day_rows) in [
         ("latest", 1, keys),
         ("sealed", 1, keys),
         ("history", 2, keys + late_keys),
+        ("current", 1, keys),
     ] {
-        for (what, cond, expected) in [
-            ("one window of one key", &point, point_rows),
-            ("one day", &range, day_rows),
-        ] {
+        cases.push((view, "one window of one key", &point, point_rows));
+        cases.push((view, "one day", &range, day_rows));
+    }
+    cases.push(("current", "today so far", &today, keys));
+    cases.push(("provisional", "today so far", &today, keys));
+    {
+        for (view, what, cond, expected) in cases {
             let sql = format!("SELECT * FROM bench_{view} WHERE {cond}");
             let checked = explain(c, "ANALYZE, BUFFERS", &sql)?;
             let plan = checked.get("Plan").ok_or("EXPLAIN's JSON has no Plan")?;
