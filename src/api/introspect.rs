@@ -35,8 +35,18 @@ mod _eventtime {
     #[pg_extern(stable, parallel_safe)]
     #[search_path(pg_catalog, pg_temp)]
     fn provisional_watermark(pipeline_id: i32) -> Option<TimestampWithTimeZone> {
-        let p = catalog::load_by_id(pipeline_id);
-        if !p.readable() {
+        // One read of the catalog, as its owner: the watermark, and whether the caller may read
+        // the pipeline (NULL: no such pipeline).
+        let caller = crate::pg::security::caller();
+        let (watermark, readable) = crate::pg::security::as_catalog_owner(|| {
+            crate::pg::spi::read_two::<TimestampWithTimeZone, bool>(
+                "SELECT p.watermark, _eventtime.may_read($2, _eventtime.owner_of(p.source, p.owner), p.view_schema, p.name) \
+                 FROM _eventtime.pipeline p WHERE p.id = $1",
+                &[pipeline_id.into(), caller.into()],
+            )
+            .expect("catalog read")
+        });
+        if readable != Some(true) {
             EtError::PermissionDenied {
                 // Nothing about the pipeline, not even its name, for a role that may not read it.
                 message: format!("permission denied for the watermark of pipeline #{pipeline_id}"),
@@ -44,13 +54,7 @@ mod _eventtime {
             }
             .raise()
         }
-        crate::pg::security::as_catalog_owner(|| {
-            crate::pg::spi::read_one::<TimestampWithTimeZone>(
-                "SELECT watermark FROM _eventtime.pipeline WHERE id = $1",
-                &[pipeline_id.into()],
-            )
-            .expect("catalog read")
-        })
+        watermark
     }
 
     /// Counts over the tables of one pipeline, for `eventtime.pipelines`.

@@ -257,9 +257,9 @@ CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orde
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_latest" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_sealed" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'history');
 CREATE TRIGGER read_only INSTEAD OF INSERT OR UPDATE OR DELETE ON "public"."Orders ""daily""_refused" FOR EACH ROW EXECUTE FUNCTION _eventtime.refuse_change('Orders "daily"', 'refused rows');
-CREATE VIEW "public"."Orders ""daily""_provisional" AS SELECT f."store", f.window_start, f.window_end, (f."_et_a0")::bigint AS "orders", (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric AS "mean", (SELECT _eventtime.provisional_watermark(7)) AS watermark
-FROM (SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n" FROM _eventtime."p7_state" s
-WHERE s.window_end > coalesce((SELECT _eventtime.provisional_watermark(7)), '-infinity') GROUP BY "store", window_start, window_end) f;
+CREATE VIEW "public"."Orders ""daily""_provisional" AS SELECT f."store", f.window_start, f.window_end, (f."_et_a0")::bigint AS "orders", (f."_et_a1" / NULLIF(f."_et_a1_n", 0))::numeric AS "mean", wm.w AS watermark
+FROM (SELECT _eventtime.provisional_watermark(7) AS w OFFSET 0) wm CROSS JOIN LATERAL (SELECT "store", window_start, window_end, sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n" FROM _eventtime."p7_state" s
+WHERE s.window_end > coalesce(wm.w, '-infinity') AND s._et_slot IS NOT NULL GROUP BY "store", window_start, window_end) f;
 CREATE VIEW "public"."Orders ""daily""_current" AS
 SELECT "store", window_start, window_end, version, kind, "orders", "mean", sealed, watermark, fired_at, false AS provisional FROM "public"."Orders ""daily""_latest"
 UNION ALL

@@ -331,8 +331,10 @@ impl PipelineDef {
         let session = self.window.is_session();
         let merged_into = if session { "merged_into, " } else { "" };
         let no_merge = if session { "NULL::tstzrange, " } else { "" };
+        // Read once per query: a subquery the planner keeps (OFFSET 0), which the grouping
+        // reads laterally.
         let watermark = format!(
-            "(SELECT {INTERNAL_SCHEMA}.provisional_watermark({}))",
+            "(SELECT {INTERNAL_SCHEMA}.provisional_watermark({}) AS w OFFSET 0) wm",
             self.id
         );
         let finals = self
@@ -344,14 +346,17 @@ impl PipelineDef {
         let aliases = prefix(&self.alias_cols());
         vec![
             format!(
-                "CREATE VIEW {} AS SELECT {kf}f.window_start, f.window_end, {finals}{watermark} AS watermark\n\
-                 FROM (SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined} FROM {state} s\n\
-                       WHERE s.window_end > coalesce({watermark}, '-infinity') GROUP BY {k}window_start, window_end) f",
+                "CREATE VIEW {} AS SELECT {kf}f.window_start, f.window_end, {finals}wm.w AS watermark\n\
+                 FROM {watermark} CROSS JOIN LATERAL (SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined} FROM {state} s\n\
+                       WHERE s.window_end > coalesce(wm.w, '-infinity'){slot} GROUP BY {k}window_start, window_end) f",
                 self.view("_provisional"),
                 kf = prefix(&self.key_names(Some("f"))),
                 n = format_args!("{INTERNAL_PREFIX}n"),
                 combined = self.combined(),
                 state = self.table("state"),
+                // The rows of open windows are their writers' slots: a read of one window of one
+                // key is then a range of the state's unique index on keys, start and slot.
+                slot = if self.uses_slots() { " AND s._et_slot IS NOT NULL" } else { "" },
             ),
             format!(
                 "CREATE VIEW {} AS\n\
