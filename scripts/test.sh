@@ -21,7 +21,7 @@
 # Arguments pick tiers; no argument runs them all.
 #   PROPERTY_SEED  seed of the property test (default: fixed)   TEST_PGPORT (default 54339)
 #   TEST_PG16_PORT, TEST_PG18_PORT  ports of the clusters of tiers pg16 and pg18 (default 54369, 54359)
-#   TEST_UPGRADE_PORT  port of the cluster of tier upgrade (default 54349)
+#   TEST_UPGRADE_PORT  port of the cluster of tier upgrade (default 54379)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PORT="${TEST_PGPORT:-54339}"

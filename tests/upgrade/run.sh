@@ -7,13 +7,13 @@
 # when both databases publish the same results (show.sql) and hold the same extension objects
 # (catalog.sql): the upgrade scripts of sql/ make what a fresh install makes, and pipelines made
 # by the release keep working. Leaves the current build installed.
-#   TEST_UPGRADE_PORT  port of its cluster (default 54349)
+#   TEST_UPGRADE_PORT  port of its cluster (default 54379)
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
 set -euo pipefail
 
 here="$ROOT/tests/upgrade"
 dir="$ROOT/target/upgrade"
-port="${TEST_UPGRADE_PORT:-54349}"
+port="${TEST_UPGRADE_PORT:-54379}"
 read -r from commit < <(grep -v '^#' "$here/from")
 current=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
 

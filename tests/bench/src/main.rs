@@ -2080,6 +2080,9 @@ fn run() -> Res<Vec<String>> {
             );
         }
         println!();
+        if let Err(e) = write_ratios(&rows, &date, opts.smoke) {
+            println!("(the ratios were not written for the chart: {e})");
+        }
         let mut missed: Vec<&str> = rows
             .iter()
             .filter(|r| r.target.is_some_and(|t| !t.met(r.ratio())))
@@ -2336,6 +2339,42 @@ fn run() -> Res<Vec<String>> {
         }
     }
     Ok(failures)
+}
+
+/// Writes the ratios of `rows` (with their targets and floors) to `BENCH_RATIOS` (default
+/// `target/bench/ratios.json` at the repository's top), for the chart `scripts/bench.sh` draws
+/// from them (`tests/bench/chart.py`).
+fn write_ratios(rows: &[Row], date: &str, smoke: bool) -> Res<()> {
+    let path = std::env::var("BENCH_RATIOS").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../target/bench/ratios.json"
+        )
+        .to_string()
+    });
+    let items: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let (kind, target) = match r.target {
+                Some(Target::AtMost(t)) => ("at_most", Some(t)),
+                Some(Target::AtLeast(t)) => ("at_least", Some(t)),
+                None => ("none", None),
+            };
+            serde_json::json!({
+                "workload": r.workload,
+                "ratio": r.ratio(),
+                "target": target,
+                "target_kind": kind,
+                "floor_ratio": r.floor_ratio(),
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({ "date": date, "smoke": smoke, "rows": items });
+    if let Some(dir) = std::path::Path::new(&path).parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
+        .map_err(|e| format!("{path}: {e}"))
 }
 
 fn main() {
