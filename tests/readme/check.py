@@ -11,7 +11,9 @@ statement at a time with an \\echo marker before each, so that the output can be
 statement. Lines `--  ...` right after a statement are the output it shows: psql's aligned
 header and rows (psql starts each with a space), without the `---+---` line and the `(N rows)`
 footer. They must equal what psql prints, trailing whitespace aside. Lines `-- text` are prose.
-Exits 0 when every statement runs and every shown output matches, 1 otherwise, 2 on bad usage.
+Every image the README shows from the repository must exist, and an SVG must be well-formed XML
+with an <svg> root. Exits 0 when every statement runs and every shown output matches, 1
+otherwise, 2 on bad usage.
 """
 
 import difflib
@@ -242,6 +244,33 @@ def table_lines(out):
     return [l.rstrip() for l in lines]
 
 
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def check_images(readme):
+    """Every image the README shows from the repository exists, and an SVG is well-formed XML
+    whose root is an <svg> element: a picture that would not render fails the tier."""
+    import xml.etree.ElementTree as ET
+
+    problems = []
+    for no, line in enumerate(readme.read_text().splitlines(), 1):
+        for target in IMAGE.findall(line):
+            if "://" in target:
+                continue
+            path = (readme.parent / target).resolve()
+            if not path.is_file():
+                problems.append(f"{readme.name}:{no}: image {target} does not exist")
+            elif path.suffix == ".svg":
+                try:
+                    root = ET.parse(path).getroot()
+                except ET.ParseError as e:
+                    problems.append(f"{readme.name}:{no}: {target} is not well-formed XML: {e}")
+                    continue
+                if root.tag not in ("svg", "{http://www.w3.org/2000/svg}svg"):
+                    problems.append(f"{readme.name}:{no}: {target} has root <{root.tag}>, not <svg>")
+    return problems
+
+
 def main():
     if len(sys.argv) not in (2, 3) or sys.argv[1].startswith("-"):
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
@@ -252,6 +281,10 @@ def main():
         print(f"refusing to drop database {db}", file=sys.stderr)
         return 2
     name = readme.name
+    problems = check_images(readme)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
 
     try:
         blocks, signatures = sql_blocks(readme)
