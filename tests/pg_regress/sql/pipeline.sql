@@ -48,7 +48,7 @@ SELECT c.relname, obj_description(c.oid, 'pg_class') AS comment FROM pg_class c
 WHERE c.relnamespace = 'pl'::regnamespace AND c.relname LIKE 'pl\_defaults\_%' ORDER BY c.relname;
 -- So do the public functions and the introspection view.
 SELECT p.oid::regprocedure AS function, obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
-FROM pg_proc p WHERE p.pronamespace = 'eventtime'::regnamespace ORDER BY 1::text;
+FROM pg_proc p WHERE p.pronamespace = 'eventtime'::regnamespace ORDER BY p.oid::regprocedure::text;
 SELECT obj_description('eventtime.pipelines'::regclass, 'pg_class') AS comment;
 -- The columns of eventtime.pipelines.
 SELECT * FROM pg_temp.cols('eventtime.pipelines');
