@@ -4,8 +4,9 @@
 #             tests/property, tests/faults, tests/bench);
 #   core      pure core (#[test]) and in-database internals (#[pg_test]), through cargo pgrx test;
 #   regress   the SQL contract, as pg_regress golden files (tests/pg_regress);
-#   readme    every runnable SQL example of README.md, run in order in one session, with the
-#             outputs it shows compared (tests/readme);
+#   readme    every runnable SQL example of README.md and docs/, run in order in one session, with
+#             the outputs they show compared; links, anchors and images resolve; docs/reference.md
+#             matches the extension's catalog: functions, view columns, SQLSTATEs (tests/readme);
 #   clients   the client examples of tests/clients as tests: an ingestion job and a consumer with
 #             psycopg 3, a consumer with node-postgres (both installed if missing);
 #   property  the seeded randomized property test against an independent model (tests/property);
@@ -114,7 +115,9 @@ fi
 if want readme; then
     say "tier 3: README examples (tests/readme)"
     if PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PSQL="$PG_BIN/psql" \
-            python3 "$ROOT/tests/readme/check.py" eventtime_readme; then
+            python3 "$ROOT/tests/readme/check.py" eventtime_readme \
+        && PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PSQL="$PG_BIN/psql" \
+            python3 "$ROOT/tests/readme/reference.py" eventtime_readme; then
         passed=$((passed + 1))
     else
         echo "tier 3 failed"; exit 1

@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Runs the SQL examples of README.md and compares the outputs they show.
+"""Runs the SQL examples of README.md and docs/ and compares the outputs they show.
 
-Usage: PGHOST=... PGPORT=... PGUSER=... tests/readme/check.py DBNAME [README]
+Usage: PGHOST=... PGPORT=... PGUSER=... tests/readme/check.py DBNAME [FILE.md...]
 
-Every fenced block whose info string is exactly `sql` is runnable; blocks fenced as
-`sql signature` are function signatures and are skipped, and so are blocks fenced as
-`sql pg_cron`, which need pg_cron preloaded: the faults tier's pg_cron test runs those. The database DBNAME is dropped (if it
-exists) and created; then all runnable blocks run, in document order, in one psql session, one
-statement at a time with an \\echo marker before each, so that the output can be split per
-statement. Lines `--  ...` right after a statement are the output it shows: psql's aligned
-header and rows (psql starts each with a space), without the `---+---` line and the `(N rows)`
-footer. They must equal what psql prints, trailing whitespace aside. Lines `-- text` are prose.
-Every image the README shows from the repository must exist, and an SVG must be well-formed XML
-with an <svg> root. Exits 0 when every statement runs and every shown output matches, 1
-otherwise, 2 on bad usage.
+The documents are README.md and every page of docs/, in the order of DOCS (a page under docs/
+missing from DOCS fails the run). Every fenced block whose info string is exactly `sql` is
+runnable; blocks fenced as `sql signature` are function signatures and are skipped, and so are
+blocks fenced as `sql pg_cron`, which need pg_cron preloaded: the faults tier's pg_cron test runs
+those. The database DBNAME is dropped (if it exists) and created; then all runnable blocks run,
+in document order, in one psql session, one statement at a time with an \\echo marker before
+each, so that the output can be split per statement. Lines `--  ...` right after a statement are
+the output it shows: psql's aligned header and rows (psql starts each with a space), without the
+`---+---` line and the `(N rows)` footer. They must equal what psql prints, trailing whitespace
+aside. Lines `-- text` are prose. Every image a document shows from the repository must exist,
+and an SVG must be well-formed XML with an <svg> root; every relative link must point to an
+existing file and its anchor to a heading of it. Exits 0 when every statement runs and every
+shown output matches, 1 otherwise, 2 on bad usage.
 """
 
 import difflib
@@ -45,9 +47,10 @@ class ReadmeError(Exception):
 
 
 class Block:
-    def __init__(self, line, lines):
-        self.line = line  # README line of the opening fence
-        self.lines = lines  # (README line, text) of each line inside the fences
+    def __init__(self, name, line, lines):
+        self.name = name  # the file, relative to the repository
+        self.line = line  # line of the opening fence
+        self.lines = lines  # (line, text) of each line inside the fences
 
 
 class Statement:
@@ -62,7 +65,7 @@ class Statement:
         return "".join(t for _, t in self.parts)
 
 
-def sql_blocks(path):
+def sql_blocks(path, name):
     """Fenced blocks of the file: (runnable blocks, number of signature blocks)."""
     lines = path.read_text(encoding="utf-8").split("\n")
     runnable, signatures = [], 0
@@ -80,11 +83,11 @@ def sql_blocks(path):
             body.append((i + 1, lines[i]))
             i += 1
         if i == len(lines):
-            raise ReadmeError(f"{path.name}:{start}: code block is never closed")
+            raise ReadmeError(f"{name}:{start}: code block is never closed")
         i += 1
         words = info.split()
         if info == "sql":
-            runnable.append(Block(start, body))
+            runnable.append(Block(name, start, body))
         elif info == "sql signature":
             signatures += 1
         elif info == "sql pg_cron":
@@ -93,7 +96,7 @@ def sql_blocks(path):
             signatures += 1
         elif words and words[0].lower() == "sql":
             # A near miss (```SQL, ```sql foo) would silently escape the check.
-            raise ReadmeError(f"{path.name}:{start}: unknown info string {info!r} "
+            raise ReadmeError(f"{name}:{start}: unknown info string {info!r} "
                               "(runnable blocks are ```sql, signatures ```sql signature, "
                               "blocks for pg_cron ```sql pg_cron)")
     return runnable, signatures
@@ -245,58 +248,166 @@ def table_lines(out):
 
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+# Inline links and images: [text](target) and ![alt](target), outside code spans.
+LINK = re.compile(r"!?\[(?:[^\]`]|`[^`]*`)*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+# The documents whose examples run, in this order, in one session: the README's example is the
+# start of the story the guides and the reference continue. Every Markdown file under docs/ must
+# be listed (a new page cannot escape the check).
+DOCS = [
+    "README.md",
+    "docs/corrections.md",
+    "docs/roles.md",
+    "docs/operations.md",
+    "docs/window-kinds.md",
+    "docs/ingestion.md",
+    "docs/reference.md",
+    "docs/install.md",
+    "docs/upgrading.md",
+    "docs/testing.md",
+    "docs/benchmark.md",
+]
 
 
-def check_images(readme):
-    """Every image the README shows from the repository exists, and an SVG is well-formed XML
+def outside_code(path):
+    """(line number, text) of the lines of a Markdown file outside fenced blocks, code spans
+    blanked."""
+    out = []
+    fence = None
+    for no, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        m = FENCE_OPEN.match(line)
+        if fence is None and m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            fence = m.group(1)
+            continue
+        if fence is not None:
+            if re.match(r"^ {0,3}" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$", line):
+                fence = None
+            continue
+        out.append((no, line))
+    return out
+
+
+def slug(title):
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    title = re.sub(r"`([^`]*)`", r"\1", title)
+    title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)
+    title = title.strip().lower()
+    title = "".join(c for c in title if c.isalnum() or c in " _-")
+    return title.replace(" ", "-")
+
+
+def anchors(path):
+    seen = {}
+    result = set()
+    for _, line in outside_code(path):
+        m = HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        result.add(base if n == 0 else f"{base}-{n}")
+    return result
+
+
+def check_links(paths):
+    """Every relative link of the documents resolves: the file exists, and an anchor names a
+    heading of the file it points into."""
+    problems = []
+    cache = {}
+    for path in paths:
+        name = path.relative_to(ROOT)
+        for no, line in outside_code(path):
+            for target in LINK.findall(re.sub(r"`[^`]*`", "``", line)):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                    continue  # https:, mailto: ...
+                file, _, anchor = target.partition("#")
+                dest = (path.parent / file).resolve() if file else path
+                if not dest.exists():
+                    problems.append(f"{name}:{no}: link {target} points to nothing")
+                    continue
+                if anchor:
+                    if dest.suffix != ".md" or not dest.is_file():
+                        problems.append(f"{name}:{no}: link {target} has an anchor into a file that is not Markdown")
+                        continue
+                    if dest not in cache:
+                        cache[dest] = anchors(dest)
+                    if anchor not in cache[dest]:
+                        problems.append(f"{name}:{no}: link {target}: no heading with anchor #{anchor} in "
+                                        f"{dest.relative_to(ROOT)}")
+    return problems
+
+
+def check_images(path):
+    """Every image a document shows from the repository exists, and an SVG is well-formed XML
     whose root is an <svg> element: a picture that would not render fails the tier."""
     import xml.etree.ElementTree as ET
 
+    name = path.relative_to(ROOT)
     problems = []
-    for no, line in enumerate(readme.read_text().splitlines(), 1):
+    for no, line in outside_code(path):
         for target in IMAGE.findall(line):
             if "://" in target:
                 continue
-            path = (readme.parent / target).resolve()
-            if not path.is_file():
-                problems.append(f"{readme.name}:{no}: image {target} does not exist")
-            elif path.suffix == ".svg":
+            img = (path.parent / target).resolve()
+            if not img.is_file():
+                problems.append(f"{name}:{no}: image {target} does not exist")
+            elif img.suffix == ".svg":
                 try:
-                    root = ET.parse(path).getroot()
+                    root = ET.parse(img).getroot()
                 except ET.ParseError as e:
-                    problems.append(f"{readme.name}:{no}: {target} is not well-formed XML: {e}")
+                    problems.append(f"{name}:{no}: {target} is not well-formed XML: {e}")
                     continue
                 if root.tag not in ("svg", "{http://www.w3.org/2000/svg}svg"):
-                    problems.append(f"{readme.name}:{no}: {target} has root <{root.tag}>, not <svg>")
+                    problems.append(f"{name}:{no}: {target} has root <{root.tag}>, not <svg>")
     return problems
 
 
 def main():
-    if len(sys.argv) not in (2, 3) or sys.argv[1].startswith("-"):
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
     db = sys.argv[1]
-    readme = Path(sys.argv[2]) if len(sys.argv) == 3 else ROOT / "README.md"
     if db in ("postgres", "template0", "template1"):
         print(f"refusing to drop database {db}", file=sys.stderr)
         return 2
-    name = readme.name
-    problems = check_images(readme)
+    if len(sys.argv) > 2:
+        paths = [Path(a).resolve() for a in sys.argv[2:]]
+    else:
+        paths = [ROOT / d for d in DOCS]
+        listed = set(paths)
+        unlisted = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md") if p not in listed)
+        missing = [str(p.relative_to(ROOT)) for p in paths if not p.is_file()]
+        if unlisted or missing:
+            for u in unlisted:
+                print(f"{u} is not in the run order of tests/readme/check.py (DOCS)", file=sys.stderr)
+            for m in missing:
+                print(f"{m} is in the run order of tests/readme/check.py but does not exist", file=sys.stderr)
+            return 1
+    problems = []
+    for path in paths:
+        problems += check_images(path)
+    problems += check_links(paths)
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1
 
     try:
-        blocks, signatures = sql_blocks(readme)
-        stmts = [s for b in blocks for s in split_statements(b, name)]
+        blocks, signatures = [], 0
+        for path in paths:
+            b, n = sql_blocks(path, str(path.relative_to(ROOT)))
+            blocks += b
+            signatures += n
+        stmts = [s for b in blocks for s in split_statements(b, b.name)]
         for b in blocks:
             if not any(s.block is b for s in stmts):
-                raise ReadmeError(f"{name}:{b.line}: sql block without a statement")
+                raise ReadmeError(f"{b.name}:{b.line}: sql block without a statement")
     except ReadmeError as e:
-        print(f"README cannot be checked: {e}", file=sys.stderr)
+        print(f"documents cannot be checked: {e}", file=sys.stderr)
         return 1
     if not stmts:
-        print(f"README cannot be checked: {name} has no runnable sql block", file=sys.stderr)
+        print("documents cannot be checked: no runnable sql block", file=sys.stderr)
         return 1
 
     quoted = '"' + db.replace('"', '""') + '"'
@@ -305,7 +416,7 @@ def main():
         print(f"cannot create database {db}:\n{r.stderr}", file=sys.stderr)
         return 1
 
-    # One script: prologue, then a marker before each statement. Script line -> README line, to
+    # One script: prologue, then a marker before each statement. Script line -> document line, to
     # translate psql's error positions.
     marker = f"@@readme-check-{secrets.token_hex(8)}"
     script = [PROLOGUE]
@@ -314,9 +425,9 @@ def main():
     for k, s in enumerate(stmts):
         script.append(f"\\echo {marker} {k}\n")
         lineno += 1
-        for readme_line, text in s.parts:
+        for doc_line, text in s.parts:
             lineno += 1
-            where[lineno] = readme_line
+            where[lineno] = f"{s.block.name}:{doc_line}"
             script.append(text)
     script.append(f"\\echo {marker} end\n")
     r = psql(["-d", db, "-P", "format=aligned", "-f", "-"], input="".join(script))
@@ -329,8 +440,7 @@ def main():
             sections[current] = []
         elif current is not None:
             sections[current].append(line)
-    stderr = re.sub(r"psql:<stdin>:(\d+):",
-                    lambda m: f"{name}:{where.get(int(m.group(1)), '?')}:", r.stderr)
+    stderr = re.sub(r"psql:<stdin>:(\d+):", lambda m: f"{where.get(int(m.group(1)), '?')}:", r.stderr)
 
     # Statements that ran to the end; after a failure, the one that failed is the last marker.
     finished = len(stmts) if "end" in sections else max((int(k) for k in sections), default=0)
@@ -342,6 +452,7 @@ def main():
         if not s.shown:
             continue
         shown += 1
+        name = s.block.name
         expected = [l.rstrip() for l in s.shown]
         actual = table_lines("\n".join(sections[str(k)]))
         if expected != actual:
@@ -353,7 +464,7 @@ def main():
     if failed:
         if sections and "end" not in sections:
             s = stmts[finished]
-            print(f"{name}:{s.line}: statement of the block at line {s.block.line} failed:\n"
+            print(f"{s.block.name}:{s.line}: statement of the block at line {s.block.line} failed:\n"
                   f"{s.text().rstrip()}\n", file=sys.stderr)
         print(f"psql exited with {r.returncode}:\n{stderr.rstrip()}", file=sys.stderr)
         print(f"stopped after {finished} of {len(stmts)} statements; "
@@ -361,12 +472,13 @@ def main():
         return 1
     if stderr.strip():
         print(stderr.rstrip(), file=sys.stderr)
-    print(f"checked {len(blocks)} blocks, {len(stmts)} statements, {shown} shown outputs "
-          f"({signatures} signature and pg_cron blocks skipped)")
+    print(f"checked {len(paths)} documents: {len(blocks)} blocks, {len(stmts)} statements, {shown} shown "
+          f"outputs ({signatures} signature and pg_cron blocks skipped)")
     if failures:
         print(f"{failures} of {shown} shown outputs differ", file=sys.stderr)
         return 1
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,7 +1,7 @@
 //! SPEC §10, Operations, each on a cluster of its own:
 //!
-//! 1. `a_pg_cron_job_alone_closes_windows`: a server with pg_cron preloaded runs the README's
-//!    blocks fenced as `sql pg_cron` (read from README.md at run time), which schedule
+//! 1. `a_pg_cron_job_alone_closes_windows`: a server with pg_cron preloaded runs the operations
+//!    guide's blocks fenced as `sql pg_cron` (read from docs/operations.md at run time), which schedule
 //!    `SELECT eventtime.tick()` every minute in database `shop`. No client calls anything of the
 //!    extension after its rows are inserted: the windows already over (by the pipeline's
 //!    `clock_lag`) get their version 1 from the cron job alone, with exact counts; the pipeline's
@@ -35,9 +35,9 @@ use pg_eventtime_faults::workload::{ts_text, HOUR, MINUTE, T0};
 
 const SECOND: i64 = 1_000_000;
 
-/// The SQL of the README's code blocks fenced as ```` ```<tag> ````, in order.
+/// The SQL of the operations guide's code blocks fenced as ```` ```<tag> ````, in order.
 fn readme_blocks(tag: &str) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
     let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let open = format!("```{tag}");
     let mut blocks = Vec::new();
@@ -55,7 +55,7 @@ fn readme_blocks(tag: &str) -> Vec<String> {
     }
     assert!(
         cur.is_none(),
-        "README.md: a block fenced as {open:?} is not closed"
+        "docs/operations.md: a block fenced as {open:?} is not closed"
     );
     blocks
 }
@@ -213,14 +213,14 @@ fn a_pg_cron_job_alone_closes_windows() {
         .get(0);
     assert_eq!(wm, None, "the pipeline watermark before any tick");
 
-    // The README's pg_cron blocks, as the superuser in cron.database_name.
+    // The operations guide's pg_cron blocks, as the superuser in cron.database_name.
     let blocks = readme_blocks("sql pg_cron");
     assert!(
         !blocks.is_empty(),
-        "README.md has no block fenced as ```sql pg_cron"
+        "docs/operations.md has no block fenced as ```sql pg_cron"
     );
     for b in &blocks {
-        eprintln!("[operations_cron] running the README's pg_cron block:\n{b}");
+        eprintln!("[operations_cron] running the operations guide's pg_cron block:\n{b}");
         exec(&mut cron, b);
     }
     let scheduled = Instant::now();
@@ -233,7 +233,7 @@ fn a_pg_cron_job_alone_closes_windows() {
     assert_eq!(
         jobs.len(),
         1,
-        "the README schedules one job:\n{}",
+        "the operations guide schedules one job:\n{}",
         cron_report(&mut cron, &cluster)
     );
     let (jobid, db, user, command): (i64, String, String, String) = (
@@ -244,7 +244,7 @@ fn a_pg_cron_job_alone_closes_windows() {
     );
     assert!(
         db == SHOP && user == "postgres" && command.contains("eventtime.tick()"),
-        "the README's job must run eventtime.tick() in database {SHOP} as the superuser that \
+        "the operations guide's job must run eventtime.tick() in database {SHOP} as the superuser that \
          scheduled it; it runs {command:?} in {db:?} as {user:?}"
     );
 
