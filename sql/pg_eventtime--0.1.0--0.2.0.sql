@@ -36,8 +36,6 @@ SELECT pg_catalog.pg_has_role(role, owner, 'USAGE')
                  AND pg_catalog.has_table_privilege(role, c.oid, 'SELECT'))
 $$;
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text) IS
-  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 
 -- explain shows an open window's aggregates so far, in a column of its own at the end.
 DROP FUNCTION eventtime.explain(text, timestamptz, text[]);
@@ -71,6 +69,93 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM _eventtime.explain($1, $2, $3) $$;
 COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
   'Why a window has or has not closed: for an event time and key values, each window the row belongs to, its bounds and deadline, its state (open, fired, purged), rows in state, latest version, the pipeline watermark, the landing such a row would get now, the sources the watermark waits for, and for an open window of a key with rows its aggregates so far (provisional, as <name>_provisional shows them).';
+
+-- Cumulate windows (SPEC §7): a window kind, its assignment function, create_pipeline's
+-- cumulate_step (appended last, so calls by name and by position of earlier releases still
+-- work), and eventtime.pipelines' cumulate_step (the internal window_slide holds it).
+ALTER TABLE _eventtime.pipeline DROP CONSTRAINT pipeline_window_kind_check;
+ALTER TABLE _eventtime.pipeline ADD CONSTRAINT pipeline_window_kind_check
+  CHECK (window_kind IN ('tumbling', 'hopping', 'cumulate', 'session'));
+CREATE FUNCTION _eventtime."cumulate"(
+	"event_time" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"size" TEXT, /* & str */
+	"step" TEXT, /* & str */
+	"origin_us" bigint, /* i64 */
+	"time_zone" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"window_start" timestamp with time zone,  /* TimestampWithTimeZone */
+	"window_end" timestamp with time zone  /* TimestampWithTimeZone */
+)
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'cumulate_wrapper';
+DROP FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text);
+CREATE FUNCTION eventtime."create_pipeline"(
+	"name" TEXT, /* Option < & str > */
+	"source" regclass, /* Option < PgRelation > */
+	"event_time" TEXT, /* Option < & str > */
+	"window_size" interval DEFAULT NULL, /* Option < Interval > */
+	"key" TEXT[] DEFAULT '{}', /* :: std :: option :: Option < Vec < Option < String > > > */
+	"event_id" TEXT DEFAULT NULL, /* Option < & str > */
+	"allowed_lateness" interval DEFAULT '0', /* Option < Interval > */
+	"aggregates" TEXT DEFAULT 'count(*) AS events', /* Option < & str > */
+	"window_origin" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"watermark_lag" interval DEFAULT NULL, /* Option < Interval > */
+	"idle_timeout" interval DEFAULT NULL, /* Option < Interval > */
+	"clock_lag" interval DEFAULT NULL, /* Option < Interval > */
+	"max_ahead" interval DEFAULT '1 day', /* Option < Interval > */
+	"window_slide" interval DEFAULT NULL, /* Option < Interval > */
+	"time_zone" TEXT DEFAULT NULL, /* Option < & str > */
+	"session_gap" interval DEFAULT NULL, /* Option < Interval > */
+	"offset_column" TEXT DEFAULT NULL, /* Option < & str > */
+	"source_column" TEXT DEFAULT NULL, /* Option < & str > */
+	"cumulate_step" interval DEFAULT NULL /* Option < Interval > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'create_pipeline_wrapper';
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval) IS
+  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
+CREATE OR REPLACE VIEW eventtime.pipelines AS
+SELECT p.name,
+       p.source,
+       _eventtime.owner_of(p.source, p.owner)::regrole AS owner,
+       p.event_time,
+       p.key_columns,
+       p.event_id,
+       p.window_kind,
+       p.window_size,
+       CASE WHEN p.window_kind <> 'cumulate' THEN p.window_slide END AS window_slide,
+       p.session_gap,
+       p.time_zone,
+       p.window_origin,
+       p.allowed_lateness,
+       p.watermark_lag,
+       p.idle_timeout,
+       p.clock_lag,
+       p.max_ahead,
+       p.aggregates,
+       p.watermark,
+       pg_catalog.to_regclass('_eventtime.p' || p.id || '_history') AS history_table,
+       c.open_windows,
+       c.state_rows,
+       c.firings,
+       c.refused,
+       coalesce((SELECT sum(d.duplicates) FROM _eventtime.duplicate_counts d WHERE d.pipeline_id = p.id), 0)::bigint
+         AS duplicates,
+       p.created_at,
+       c.idle_writers,
+       (p.definition -> 'offsets' ->> 'column')::name AS offset_column,
+       (p.definition -> 'offsets' ->> 'source_column')::name AS source_column,
+       -- The source's unique index that is the pipeline's ledger of event ids (NULL: the
+       -- pipeline keeps a ledger of its own, or has no event id).
+       _eventtime.id_index_of(p.id)::regclass AS event_id_index,
+       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step
+FROM _eventtime.pipeline p
+CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
+WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
+                          _eventtime.owner_of(p.source, p.owner), p.view_schema, p.name);
 
 -- Every pipeline gets its views _provisional and _current, as its owner's.
 SELECT _eventtime.upgrade_pipeline(id) FROM _eventtime.pipeline ORDER BY id;

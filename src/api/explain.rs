@@ -115,6 +115,14 @@ mod _eventtime {
             .enumerate()
             .map(|(i, k)| key_equals_param("t", k, i + 2))
             .collect();
+        // Cumulate windows share their start: the end, the parameter after the keys, tells them
+        // apart.
+        let end_identifies = def.window.end_identifies() && !def.window.is_session();
+        let key_match = if end_identifies {
+            format!("{key_match} AND t.window_end = ${}", def.keys.len() + 2)
+        } else {
+            key_match
+        };
         let state_sql = format!(
             "SELECT sum(t._et_n)::bigint FROM {} t WHERE t.window_start = $1{key_match}",
             def.table("state")
@@ -160,6 +168,9 @@ mod _eventtime {
                     let deadline = landing::deadline(win.end, def.lateness);
                     let mut args: Vec<pgrx::datum::DatumWithOid> = vec![tstz(win.start).into()];
                     args.extend(key.iter().map(|k| k.clone().into()));
+                    if end_identifies {
+                        args.push(tstz(win.end).into());
+                    }
                     let state_rows = client.select(&state_sql, None, &args).expect("state read");
                     let state_rows = if state_rows.is_empty() { None } else { state_rows.first().get::<i64>(1).expect("rows") };
                     let latest = client.select(&history_sql, None, &args).expect("history read").first().get::<i32>(1).expect("version");

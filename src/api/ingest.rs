@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use crate::core::ident::quote_ident;
 use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::time;
-use crate::core::window::{Period, WindowSpec};
+use crate::core::window::{Period, Span, Utc, WindowSpec};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::jsonb::RawJsonb;
@@ -118,6 +118,44 @@ mod _eventtime {
                 .ok()
             })
             .unwrap_or_default();
+        TableIterator::new(windows.into_iter().map(|w| (tstz(w.start), tstz(w.end))))
+    }
+
+    /// The cumulate windows holding `event_time` (see `core::window`): `size` and `step` as
+    /// `Span::text` writes them, `origin_us` in absolute time for a fixed size and wall-clock
+    /// time of `time_zone` otherwise; no row when it has none.
+    #[pg_extern(immutable, parallel_safe)]
+    fn cumulate(
+        event_time: Option<TimestampWithTimeZone>,
+        size: &str,
+        step: &str,
+        origin_us: i64,
+        time_zone: Option<&str>,
+    ) -> TableIterator<
+        'static,
+        (
+            name!(window_start, TimestampWithTimeZone),
+            name!(window_end, TimestampWithTimeZone),
+        ),
+    > {
+        let windows = match (event_time, Span::parse(size), Span::parse(step)) {
+            (Some(e), Some(size), Some(step)) => {
+                let r = match time_zone {
+                    Some(z) => WindowSpec::cumulate_windows(
+                        size,
+                        step,
+                        origin_us,
+                        &PgZone::new(z),
+                        e.into_inner(),
+                    ),
+                    None => {
+                        WindowSpec::cumulate_windows(size, step, origin_us, &Utc, e.into_inner())
+                    }
+                };
+                r.unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
         TableIterator::new(windows.into_iter().map(|w| (tstz(w.start), tstz(w.end))))
     }
 

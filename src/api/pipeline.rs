@@ -16,7 +16,7 @@ use crate::core::sqlgen::{
     VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
-use crate::core::window::{self, Period, WindowSpec, Zone};
+use crate::core::window::{self, Period, Span, WindowSpec, Zone};
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::members;
@@ -374,6 +374,134 @@ fn window_spec(
     }
 }
 
+/// The cumulate window of `create_pipeline`'s arguments (SPEC §7): periods of `size` cut by
+/// `step`, the origin in force, and the time zone of a calendar size. The step is a fixed
+/// duration, or whole days or months, shorter than the shortest period; a size in days in UTC is
+/// a fixed duration, as for the other kinds.
+fn cumulate_spec(
+    size: Interval,
+    step: Interval,
+    slide_given: bool,
+    origin: Option<TimestampWithTimeZone>,
+    time_zone: Option<&str>,
+) -> (WindowSpec, i64, Option<String>) {
+    if slide_given {
+        invalid(
+            "window_slide is given together with cumulate_step",
+            Some("Cumulate windows grow by cumulate_step from the start of each window_size period; hopping windows slide by window_slide. Give one of them."),
+        )
+        .raise()
+    }
+    let origin: Option<i64> = origin.map(|o| {
+        if !o.is_finite() {
+            invalid("window_origin must be finite", None).raise()
+        }
+        o.into_inner()
+    });
+    let span = |l: Length| match l {
+        Length::Fixed(us) => Span::Us(us),
+        Length::Calendar(Period::Days(d)) => Span::Days(d),
+        Length::Calendar(Period::Months(m)) => Span::Months(m),
+    };
+    let size_len = length("window_size", size);
+    let step_len = length("cumulate_step", step);
+    let (mut size_s, mut step_s) = (span(size_len), span(step_len));
+    let zone_name = match size_s {
+        Span::Us(_) => {
+            if let Some(zone) = time_zone {
+                invalid(
+                    format!("time_zone \"{zone}\" is given, but window_size \"{size}\" is a fixed duration"),
+                    Some("Fixed durations are the same in every zone and are aligned to window_origin in absolute time. For local days, weeks, months or years, give window_size in those units; otherwise leave time_zone out."),
+                )
+                .raise()
+            }
+            if !matches!(step_s, Span::Us(_)) {
+                invalid(
+                    format!("cumulate_step \"{step}\" is a calendar period, but window_size \"{size}\" is a fixed duration"),
+                    Some("Give cumulate_step as a fixed duration (hours, minutes, seconds) for a window_size in those units."),
+                )
+                .raise()
+            }
+            None
+        }
+        _ => {
+            let given = time_zone.unwrap_or("UTC");
+            let Some(zone_name) = zone::canonical(given) else {
+                invalid(
+                    format!("time zone \"{given}\" is not in the time zone database"),
+                    Some("Give a name from pg_timezone_names, such as 'Europe/Berlin'."),
+                )
+                .raise()
+            };
+            Some(zone_name)
+        }
+    };
+    let utc = zone_name.as_deref().is_some_and(|z| UTC_NAMES.contains(&z));
+    // Local days in UTC are fixed days.
+    if utc {
+        if let Span::Days(d) = size_s {
+            size_s = Span::Us(d as i64 * MICROS_PER_DAY);
+            if let Span::Days(s) = step_s {
+                step_s = Span::Us(s as i64 * MICROS_PER_DAY);
+            }
+        }
+    }
+    if step_s.longest() >= size_s.shortest() {
+        invalid(
+            format!("cumulate_step \"{step}\" must be shorter than window_size \"{size}\""),
+            Some("Cumulate windows grow by cumulate_step within each window_size period: give a step shorter than the period, such as '1 hour' for '1 day'."),
+        )
+        .raise()
+    }
+    let count = window::cumulate_windows_per_row(size_s, step_s);
+    if count > window::MAX_WINDOWS_PER_ROW {
+        invalid(
+            format!("window_size \"{size}\" by cumulate_step \"{step}\" puts each row in up to {count} windows"),
+            Some(&format!(
+                "A row may belong to at most {} windows: give a longer cumulate_step.",
+                window::MAX_WINDOWS_PER_ROW
+            )),
+        )
+        .raise()
+    }
+    match size_s {
+        Span::Us(_) => {
+            let origin = origin.unwrap_or(UNIX_EPOCH);
+            (
+                WindowSpec::Cumulate {
+                    size: size_s,
+                    step: step_s,
+                    origin,
+                    time_zone: None,
+                },
+                origin,
+                None,
+            )
+        }
+        _ => {
+            let zone_name = zone_name.expect("a calendar size has a zone");
+            let zone = PgZone::new(&zone_name);
+            let local_origin = match origin {
+                Some(o) => zone.local(o),
+                None => match size_s {
+                    Span::Days(d) if d % 7 == 0 => window::local_time(1970, 1, 5, 0, 0),
+                    _ => window::local_time(1970, 1, 1, 0, 0),
+                },
+            };
+            (
+                WindowSpec::Cumulate {
+                    size: size_s,
+                    step: step_s,
+                    origin: local_origin,
+                    time_zone: Some(zone_name.clone()),
+                },
+                zone.instant(local_origin),
+                Some(zone_name),
+            )
+        }
+    }
+}
+
 /// The session window of `create_pipeline`'s arguments: a positive fixed gap, and none of the
 /// arguments of the other kinds.
 fn session_spec(
@@ -454,6 +582,7 @@ fn create_pipeline(
     session_gap: default!(Option<Interval>, "NULL"),
     offset_column: default!(Option<&str>, "NULL"),
     source_column: default!(Option<&str>, "NULL"),
+    cumulate_step: default!(Option<Interval>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let name = required(name, F, "name");
@@ -639,6 +768,17 @@ fn create_pipeline(
 
     // Window and lateness.
     let (window, origin_us, zone) = match (window_size, session_gap) {
+        (Some(size), None) if cumulate_step.is_some() => {
+            let step = cumulate_step.expect("given");
+            let (w, o, z) =
+                cumulate_spec(size, step, window_slide.is_some(), window_origin, time_zone);
+            (w, Some(o), z)
+        }
+        (None, Some(_)) if cumulate_step.is_some() => invalid(
+            "cumulate_step is given together with session_gap",
+            Some("Cumulate windows cut a window_size period by cumulate_step; sessions have no period. Give window_size with cumulate_step, or session_gap alone."),
+        )
+        .raise(),
         (Some(size), None) => {
             let (w, o, z) = window_spec(size, window_slide, window_origin, time_zone);
             (w, Some(o), z)
@@ -864,7 +1004,7 @@ fn create_pipeline(
             clock_lag.into(),
             max_ahead.into(),
             def.window.kind_name().into(),
-            window_slide.into(),
+            window_slide.or(cumulate_step).into(),
             zone.into(),
             session_gap.into(),
         ],

@@ -15,8 +15,15 @@
 //!   hours on the days the clocks change; months are added as PostgreSQL adds them (the day of
 //!   the month clamped to the month's last day).
 //!
+//! - **Cumulate** (Apache Flink's `CUMULATE`): a period (a fixed duration, or local days or months
+//!   in a time zone) cut by a step: the windows `[p, p + step)`, `[p, p + 2·step)` ... `[p, q)`
+//!   of the period `[p, q)`, all with the period's start; the last one ends at the period's end.
+//!   Steps of a calendar period are counted on the wall clock from the period's start, so a
+//!   local day by the hour has a window ending at each local hour: 23 windows on the day the
+//!   clocks skip an hour, 24 on the day they repeat one (one step then lasts two hours).
+//!
 //! A row is in window `[start, end)` when `start <= t < end` in absolute time. The windows of one
-//! spec are ordered: starts and ends both grow with `k`.
+//! spec are ordered: starts and ends both grow with `k` (for cumulate windows, the ends).
 
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +67,73 @@ impl Period {
             Period::Months(_) => month_index(l) - month_index(from),
         }
     }
+}
+
+/// The period or step of a cumulate spec: a fixed duration, or whole local days or months.
+/// Stored as `{"us": n}`, `{"days": n}` or `{"months": n}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Span {
+    Us(i64),
+    Days(i32),
+    Months(i32),
+}
+
+impl Span {
+    /// `us N`, `days N` or `months N`: how the ingest statements pass a span to
+    /// `_eventtime.cumulate`.
+    pub fn text(self) -> String {
+        match self {
+            Span::Us(n) => format!("us {n}"),
+            Span::Days(n) => format!("days {n}"),
+            Span::Months(n) => format!("months {n}"),
+        }
+    }
+
+    /// The span of [`Span::text`].
+    pub fn parse(s: &str) -> Option<Span> {
+        let (unit, n) = s.split_once(' ')?;
+        match unit {
+            "us" => n.parse().ok().map(Span::Us),
+            "days" => n.parse().ok().map(Span::Days),
+            "months" => n.parse().ok().map(Span::Months),
+            _ => None,
+        }
+    }
+
+    /// Wall-clock time `l` moved by `n` of this span.
+    fn add(self, l: Micros, n: i64) -> Option<Micros> {
+        match self {
+            Span::Us(us) => n.checked_mul(us)?.checked_add(l),
+            Span::Days(d) => Period::Days(d).add(l, n.checked_mul(d as i64)?),
+            Span::Months(m) => Period::Months(m).add(l, n.checked_mul(m as i64)?),
+        }
+    }
+
+    /// The longest this span can be, in microseconds (a local day of 25 hours, a month of 31 days).
+    pub fn longest(self) -> i128 {
+        match self {
+            Span::Us(us) => us as i128,
+            Span::Days(d) => d as i128 * 25 * 3_600_000_000,
+            Span::Months(m) => m as i128 * 31 * MICROS_PER_DAY as i128,
+        }
+    }
+
+    /// The shortest this span can be, in microseconds (a local day of 23 hours, a month of 28 days).
+    pub fn shortest(self) -> i128 {
+        match self {
+            Span::Us(us) => us as i128,
+            Span::Days(d) => d as i128 * 23 * 3_600_000_000,
+            Span::Months(m) => m as i128 * 28 * MICROS_PER_DAY as i128,
+        }
+    }
+}
+
+/// How many windows of a cumulate spec one instant can belong to, at most: the steps of its
+/// longest period.
+pub fn cumulate_windows_per_row(size: Span, step: Span) -> i64 {
+    let (longest, shortest) = (size.longest(), step.shortest().max(1));
+    (longest / shortest + i128::from(longest % shortest != 0) + 1).min(i64::MAX as i128) as i64
 }
 
 /// How wall-clock time relates to absolute time in one time zone. In PostgreSQL it is the zone's
@@ -117,6 +191,17 @@ pub enum WindowSpec {
         origin: Micros,
         time_zone: String,
     },
+    /// Cumulate windows: each period of `size` from `origin` (absolute time for a fixed size,
+    /// wall-clock time in `time_zone` for days or months) is cut into the windows that start
+    /// with it and end a whole number of `step`s later, the last at the period's end.
+    Cumulate {
+        size: Span,
+        step: Span,
+        #[serde(rename = "origin_us")]
+        origin: Micros,
+        /// NULL for a fixed size.
+        time_zone: Option<String>,
+    },
     /// Session windows: each row's own window is `[t, t + gap)`; the windows of one key that
     /// overlap strictly merge into sessions, which the ingest statement computes from the
     /// pipeline's state (see `core::sqlgen::sessions`). [`WindowSpec::windows`] gives a row's own
@@ -152,10 +237,12 @@ pub fn windows_per_row(size: i64, slide: i64) -> i64 {
 const CALENDAR_MARGIN: i64 = 3660 * MICROS_PER_DAY;
 
 impl WindowSpec {
-    /// `tumbling`, `hopping` or `session`, as the catalog's `window_kind` says.
+    /// `tumbling`, `hopping`, `cumulate` or `session`, as the catalog's `window_kind` says.
     pub fn kind_name(&self) -> &'static str {
         if self.is_session() {
             "session"
+        } else if matches!(self, WindowSpec::Cumulate { .. }) {
+            "cumulate"
         } else if self.multi() {
             "hopping"
         } else {
@@ -168,11 +255,22 @@ impl WindowSpec {
         matches!(self, WindowSpec::Session { .. })
     }
 
+    /// Whether a window is identified by its end as well as its start (and its key): sessions,
+    /// which an extension at the end makes a new session with the same start, and cumulate
+    /// windows, whose steps share their period's start. Every other kind has one window per
+    /// start.
+    pub fn end_identifies(&self) -> bool {
+        matches!(
+            self,
+            WindowSpec::Session { .. } | WindowSpec::Cumulate { .. }
+        )
+    }
+
     /// Whether a row can belong to several windows.
     pub fn multi(&self) -> bool {
         match self {
             WindowSpec::Tumbling { .. } => false,
-            WindowSpec::Hopping { .. } => true,
+            WindowSpec::Hopping { .. } | WindowSpec::Cumulate { .. } => true,
             WindowSpec::Calendar { size, slide, .. } => size != slide,
             WindowSpec::Session { .. } => false,
         }
@@ -182,6 +280,7 @@ impl WindowSpec {
     pub fn time_zone(&self) -> Option<&str> {
         match self {
             WindowSpec::Calendar { time_zone, .. } => Some(time_zone),
+            WindowSpec::Cumulate { time_zone, .. } => time_zone.as_deref(),
             _ => None,
         }
     }
@@ -308,6 +407,82 @@ impl WindowSpec {
         Ok(out)
     }
 
+    /// The windows of a cumulate spec that hold `event`, in order of end: those of the period
+    /// holding it that end after it. `zone` is the spec's zone (UTC for a fixed size).
+    pub fn cumulate_windows(
+        size: Span,
+        step: Span,
+        origin: Micros,
+        zone: &dyn Zone,
+        event: Micros,
+    ) -> Result<Vec<Window>, AssignError> {
+        let positive = |s: Span| match s {
+            Span::Us(us) => us > 0,
+            Span::Days(d) => d > 0,
+            Span::Months(m) => m > 0,
+        };
+        if !positive(size)
+            || !positive(step)
+            || step.longest() >= size.shortest()
+            || size.longest() > 3_660_000 * MICROS_PER_DAY as i128
+            || cumulate_windows_per_row(size, step) > MAX_WINDOWS_PER_ROW
+        {
+            return Err(AssignError::BadSpec);
+        }
+        if !time::is_finite(event) {
+            return Err(AssignError::Infinite);
+        }
+        let margin = CALENDAR_MARGIN + size.longest().min(i64::MAX as i128) as i64 * 2;
+        if event < time::MIN_FINITE.saturating_add(margin)
+            || event > time::MAX_FINITE.saturating_sub(margin)
+        {
+            return Err(AssignError::OutOfRange);
+        }
+        // The period holding the event: local bounds from the origin, `k` found by units and
+        // checked on the instants.
+        let l = zone.local(event);
+        let guess: i64 = match size {
+            Span::Us(us) => (l as i128 - origin as i128).div_euclid(us as i128) as i64,
+            Span::Days(d) => Period::Days(d)
+                .units_between(origin, l)
+                .div_euclid(d as i64),
+            Span::Months(m) => Period::Months(m)
+                .units_between(origin, l)
+                .div_euclid(m as i64),
+        };
+        let mut period = None;
+        for k in guess - 1..=guess + 1 {
+            let (Some(ls), Some(le)) = (size.add(origin, k), size.add(origin, k + 1)) else {
+                return Err(AssignError::OutOfRange);
+            };
+            let (s, e) = (zone.instant(ls), zone.instant(le));
+            if s <= event && event < e {
+                period = Some((ls, s, e));
+                break;
+            }
+        }
+        let Some((local_start, start, end)) = period else {
+            return Err(AssignError::OutOfRange);
+        };
+        let mut out: Vec<Window> = Vec::new();
+        let mut j = 1;
+        loop {
+            let Some(l_end) = step.add(local_start, j) else {
+                return Err(AssignError::OutOfRange);
+            };
+            let e = zone.instant(l_end).min(end);
+            // Wall-clock steps the clocks skip end where the next one does: one window.
+            if e > event && e > start && out.last().is_none_or(|w| w.end < e) {
+                out.push(Window { start, end: e });
+            }
+            if e >= end {
+                break;
+            }
+            j += 1;
+        }
+        Ok(out)
+    }
+
     /// Every window that holds `event`, in order of start. `zone` is the spec's time zone; only
     /// calendar specs use it.
     pub fn windows(&self, event: Micros, zone: &dyn Zone) -> Result<Vec<Window>, AssignError> {
@@ -326,6 +501,9 @@ impl WindowSpec {
                 origin,
                 ..
             } => Self::calendar_windows(size, slide, origin, zone, event),
+            WindowSpec::Cumulate {
+                size, step, origin, ..
+            } => Self::cumulate_windows(size, step, origin, zone, event),
             WindowSpec::Session { gap } => {
                 if event == time::INFINITY || event == time::NEG_INFINITY {
                     return Err(AssignError::Infinite);
@@ -875,5 +1053,126 @@ mod tests {
         assert_eq!(daily().kind_name(), "tumbling");
         let cal = calendar(Period::Days(7), Period::Days(1), 0, "UTC");
         assert_eq!((cal.kind_name(), cal.multi()), ("hopping", true));
+    }
+
+    fn cumulate(size: Span, step: Span, origin: Micros, zone: Option<&str>) -> WindowSpec {
+        WindowSpec::Cumulate {
+            size,
+            step,
+            origin,
+            time_zone: zone.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn cumulate_windows_of_a_fixed_day_by_the_hour_end_at_each_later_hour() {
+        let spec = cumulate(
+            Span::Us(MICROS_PER_DAY),
+            Span::Us(HOUR),
+            at(1970, 1, 1, 0, 0),
+            None,
+        );
+        let d = at(2026, 1, 1, 0, 0);
+        for minute in (0..24 * 60).step_by(7) {
+            let t = d + minute * MINUTE;
+            let w = spec.windows(t, &Utc).unwrap();
+            // Windows [d, d + j h) for every j whose end is after t: 24 - floor(hour) of them.
+            assert_eq!(w.len() as i64, 24 - minute / 60, "at minute {minute}");
+            for (i, win) in w.iter().enumerate() {
+                assert_eq!(win.start, d);
+                assert_eq!(win.end, d + (minute / 60 + 1 + i as i64) * HOUR);
+                assert!(win.start <= t && t < win.end);
+            }
+        }
+        // A row at a step's end is not in that step.
+        let w = spec.windows(d + 14 * HOUR, &Utc).unwrap();
+        assert_eq!(w.first().unwrap().end, d + 15 * HOUR);
+        assert_eq!(w.last().unwrap().end, d + 24 * HOUR);
+        assert!(spec.end_identifies() && spec.multi());
+        assert_eq!(spec.kind_name(), "cumulate");
+    }
+
+    #[test]
+    fn cumulate_steps_that_do_not_divide_the_period_end_the_last_window_at_its_end() {
+        let spec = cumulate(Span::Us(10 * HOUR), Span::Us(4 * HOUR), 0, None);
+        let w = spec.windows(HOUR, &Utc).unwrap();
+        let ends: Vec<Micros> = w.iter().map(|w| w.end).collect();
+        assert_eq!(ends, vec![4 * HOUR, 8 * HOUR, 10 * HOUR]);
+        assert!(w.iter().all(|w| w.start == 0));
+    }
+
+    #[test]
+    fn cumulate_local_days_by_the_hour_across_both_clock_changes() {
+        let berlin = RuleZone::berlin();
+        let spec = cumulate(
+            Span::Days(1),
+            Span::Us(HOUR),
+            at(1970, 1, 1, 0, 0),
+            Some("Europe/Berlin"),
+        );
+        // 29 March 2026: the clocks skip 02:00-03:00, a day of 23 hours and 23 windows.
+        let w = spec.windows(at(2026, 3, 28, 23, 30), &berlin).unwrap();
+        assert_eq!(w.len(), 23, "{w:?}");
+        assert!(w.iter().all(|x| x.start == at(2026, 3, 28, 23, 0)));
+        assert_eq!(w[0].end, at(2026, 3, 29, 0, 0));
+        assert_eq!(w.last().unwrap().end, at(2026, 3, 29, 22, 0));
+        assert!(w.windows(2).all(|p| p[0].end < p[1].end));
+        // 25 October 2026: 02:00-03:00 comes twice, a day of 25 hours in 24 windows.
+        let w = spec.windows(at(2026, 10, 24, 22, 30), &berlin).unwrap();
+        assert_eq!(w.len(), 24, "{w:?}");
+        assert!(w.iter().all(|x| x.start == at(2026, 10, 24, 22, 0)));
+        assert_eq!(w.last().unwrap().end, at(2026, 10, 25, 23, 0));
+        assert!(w.windows(2).all(|p| p[0].end < p[1].end));
+        let longest = w.windows(2).map(|p| p[1].end - p[0].end).max().unwrap();
+        assert_eq!(longest, 2 * HOUR);
+    }
+
+    #[test]
+    fn cumulate_a_local_month_by_the_day() {
+        let berlin = RuleZone::berlin();
+        let spec = cumulate(
+            Span::Months(1),
+            Span::Days(1),
+            at(1970, 1, 1, 0, 0),
+            Some("Europe/Berlin"),
+        );
+        // 10 February 2026, 13:00 local: the windows ending on the local midnights of 11 February
+        // to 1 March.
+        let w = spec.windows(at(2026, 2, 10, 12, 0), &berlin).unwrap();
+        assert_eq!(w.len(), 19, "{w:?}");
+        assert!(w.iter().all(|x| x.start == at(2026, 1, 31, 23, 0)));
+        assert_eq!(w[0].end, at(2026, 2, 10, 23, 0));
+        assert_eq!(w.last().unwrap().end, at(2026, 2, 28, 23, 0));
+    }
+
+    #[test]
+    fn cumulate_specs_that_are_not_windows_are_refused() {
+        for (size, step) in [
+            (Span::Us(HOUR), Span::Us(HOUR)),
+            (Span::Us(HOUR), Span::Us(2 * HOUR)),
+            (Span::Us(HOUR), Span::Us(0)),
+            (Span::Days(1), Span::Days(1)),
+            (Span::Months(1), Span::Days(28)),
+            (Span::Us(1001 * HOUR), Span::Us(HOUR)),
+        ] {
+            assert_eq!(
+                WindowSpec::cumulate_windows(size, step, 0, &Utc, 0),
+                Err(AssignError::BadSpec),
+                "{size:?} by {step:?}"
+            );
+        }
+        let spec = cumulate(Span::Us(MICROS_PER_DAY), Span::Us(HOUR), 0, None);
+        assert_eq!(spec.windows(INFINITY, &Utc), Err(AssignError::Infinite));
+        assert_eq!(spec.windows(NEG_INFINITY, &Utc), Err(AssignError::Infinite));
+    }
+
+    #[test]
+    fn cumulate_specs_round_trip_through_the_catalog_text() {
+        for s in [Span::Us(HOUR), Span::Days(3), Span::Months(12)] {
+            assert_eq!(Span::parse(&s.text()), Some(s));
+        }
+        let spec = cumulate(Span::Months(1), Span::Days(1), 0, Some("Europe/Berlin"));
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<WindowSpec>(&json).unwrap(), spec);
     }
 }

@@ -15,11 +15,11 @@ CREATE TABLE _eventtime.pipeline (
     event_time       name NOT NULL,
     key_columns      name[] NOT NULL,
     event_id         name,
-    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling', 'hopping', 'session')),
+    window_kind      text NOT NULL DEFAULT 'tumbling' CHECK (window_kind IN ('tumbling', 'hopping', 'cumulate', 'session')),
     -- NULL for sessions, which have a session_gap instead.
     window_size      interval CHECK ((window_size IS NULL) = (window_kind = 'session')),
     session_gap      interval CHECK ((session_gap IS NULL) = (window_kind <> 'session')),
-    -- NULL for tumbling windows.
+    -- The slide of hopping windows, the step of cumulate windows; NULL for tumbling windows.
     window_slide     interval,
     -- The zone of calendar periods (a size with a day, week, month or year field); NULL for
     -- fixed durations.

@@ -25,7 +25,7 @@ SELECT p.name,
        p.event_id,
        p.window_kind,
        p.window_size,
-       p.window_slide,
+       CASE WHEN p.window_kind <> 'cumulate' THEN p.window_slide END AS window_slide,
        p.session_gap,
        p.time_zone,
        p.window_origin,
@@ -49,7 +49,8 @@ SELECT p.name,
        (p.definition -> 'offsets' ->> 'source_column')::name AS source_column,
        -- The source's unique index that is the pipeline's ledger of event ids (NULL: the
        -- pipeline keeps a ledger of its own, or has no event id).
-       _eventtime.id_index_of(p.id)::regclass AS event_id_index
+       _eventtime.id_index_of(p.id)::regclass AS event_id_index,
+       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
@@ -60,8 +61,8 @@ GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text) IS
-  'Creates an event-time pipeline on a source table, with tumbling or hopping (window_slide) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval) IS
+  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
 COMMENT ON FUNCTION eventtime.ingest(text, jsonb) IS

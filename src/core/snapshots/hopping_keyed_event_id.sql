@@ -76,7 +76,7 @@ FROM batch
 kept AS NOT MATERIALIZED (SELECT * FROM cls),
 refused AS (
 WITH pairs AS MATERIALIZED (
-SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start") = 1 AS _et_first
+SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start", c."_et_window_end") = 1 AS _et_first
 FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 ), docs AS MATERIALIZED (
 SELECT p._et_rn, pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) AS _et_doc_id FROM pairs p WHERE p._et_first
@@ -179,7 +179,7 @@ FROM kept WHERE _et_landing < 3 GROUP BY "store", "_et_window_start", "_et_windo
 ),
 refused AS (
 WITH pairs AS MATERIALIZED (
-SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start") = 1 AS _et_first
+SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c."_et_window_start", c."_et_window_end") = 1 AS _et_first
 FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3
 ), docs AS MATERIALIZED (
 SELECT p._et_rn, pg_catalog.nextval((SELECT pg_catalog.pg_get_serial_sequence('_eventtime."p7_refused"', '_et_id'))::pg_catalog.regclass) AS _et_doc_id FROM pairs p WHERE p._et_first

@@ -86,7 +86,7 @@ impl PipelineDef {
                SELECT {kb}b.window_start, b.window_end, coalesce(l.version, 0) + 1 AS version, b.{n} AS folded,\n\
                       coalesce(l.{n}, 0) + b.{n} AS {n}{merged}\n\
                FROM batch b LEFT JOIN LATERAL (\n\
-                 SELECT h.* FROM {history} h WHERE h.window_start = b.window_start{same_hb}\n\
+                 SELECT h.* FROM {history} h WHERE h.window_start = b.window_start{end_hb}{same_hb}\n\
                  ORDER BY h.version DESC LIMIT 1\n\
                ) l ON true\n\
              ),\n\
@@ -96,7 +96,7 @@ impl PipelineDef {
              ),\n\
              folded AS (\n\
                INSERT INTO {folds} (refused_id, version)\n\
-               SELECT t.refused_id, m.version FROM todo t JOIN merged m ON m.window_start = t.window_start{same_tm}\n\
+               SELECT t.refused_id, m.version FROM todo t JOIN merged m ON m.window_start = t.window_start{end_tm}{same_tm}\n\
              )\n\
              SELECT {key}, m.window_start, m.window_end, m.version, m.folded FROM merged m ORDER BY m.window_start{k_after}",
             refused = self.table("refused"),
@@ -114,6 +114,8 @@ impl PipelineDef {
                 .collect::<String>(),
             merged = merged.concat(),
             same_hb = self.same_key("h", "b"),
+            end_hb = self.same_end("h", "b"),
+            end_tm = self.same_end("t", "m"),
             same_tm = self.same_key("t", "m"),
             aliases = prefix(&self.alias_cols()),
             finals = prefix(&self.finals("m")),
@@ -133,6 +135,11 @@ impl PipelineDef {
     /// `conditions` on the history rows aliased `h`.
     fn versions_added(&self, conditions: &str) -> String {
         let kh = prefix(&self.key_names(Some("h")));
+        let kh = if self.step_end().is_empty() {
+            kh
+        } else {
+            format!("{kh}h.window_end, ")
+        };
         let n = format!("{INTERNAL_PREFIX}n");
         format!(
             "SELECT h.*, h.{n} - coalesce(pg_catalog.lag(h.{n}) OVER w, 0) AS added,\n\

@@ -11,7 +11,12 @@ impl PipelineDef {
         let session = self.window.is_session();
         // A session is identified by its key and both bounds: a session extended at its end is
         // a new session with the same start.
-        let session_end = if session { "window_end, " } else { "" };
+        let session_end = if self.window.end_identifies() {
+            "window_end, "
+        } else {
+            ""
+        };
+        let step_end = self.step_end();
         let mut out = vec![
             format!(
                 "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
@@ -37,7 +42,7 @@ impl PipelineDef {
             // common row. A fired window within its grace has one row (its version): late
             // statements of a window take turns on it, for gapless versions.
             format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start) NULLS NOT DISTINCT WHERE {}",
+                "CREATE UNIQUE INDEX ON {} ({}{step_end}window_start) NULLS NOT DISTINCT WHERE {}",
                 self.table("state"),
                 prefix(&keys),
                 self.late_row_predicate()
@@ -47,7 +52,7 @@ impl PipelineDef {
         // An open window's row of each backend that wrote it, which its statements upsert.
         if self.uses_slots() {
             out.push(format!(
-                "CREATE UNIQUE INDEX ON {} ({}window_start, _et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL",
+                "CREATE UNIQUE INDEX ON {} ({}window_start, {step_end}_et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL",
                 self.table("state"),
                 prefix(&keys),
             ));
@@ -124,9 +129,11 @@ impl PipelineDef {
         }
         // Sessions dedup per key and id: a session has no window of its own to scope an id to.
         let ledger_window = if session {
-            ""
+            String::new()
+        } else if step_end.is_empty() {
+            "window_start timestamptz NOT NULL, ".to_string()
         } else {
-            "window_start timestamptz NOT NULL, "
+            "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ".to_string()
         };
         if let Some(eid) = self.ledger() {
             out.push(format!(
@@ -137,7 +144,11 @@ impl PipelineDef {
             out.push(format!(
                 "CREATE UNIQUE INDEX ON {} ({}{}event_id) NULLS NOT DISTINCT",
                 self.table("ids"),
-                if session { "" } else { "window_start, " },
+                if session {
+                    String::new()
+                } else {
+                    format!("window_start, {step_end}")
+                },
                 prefix(&keys)
             ));
         }
@@ -231,7 +242,12 @@ impl PipelineDef {
             .collect::<String>();
         // The greatest version of each window, in the order of the history's unique index; a
         // session absorbed by another (its greatest version is `merged`) is not shown.
-        let latest = if session {
+        let latest = if self.window.end_identifies() && !session {
+            format!(
+                "SELECT DISTINCT ON (window_start{kc}, window_end) {history_cols} FROM {} ORDER BY window_start{kc}, window_end, version DESC",
+                self.table("history"),
+            )
+        } else if session {
             format!(
                 "SELECT {history_cols} FROM (SELECT DISTINCT ON (window_start{kc}, window_end) {history_cols} FROM {} ORDER BY window_start{kc}, window_end, version DESC) l WHERE kind <> 'merged'",
                 self.table("history"),

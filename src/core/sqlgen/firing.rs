@@ -26,9 +26,10 @@ impl PipelineDef {
         let ks = prefix(&self.key_names(Some("s")));
         format!(
             "WITH gone AS (DELETE FROM {state} s WHERE s.window_end <= $1 - {late} RETURNING {ks}s.window_start, s.window_end)\n\
-             SELECT count(*) FROM (SELECT DISTINCT {k}window_start FROM gone WHERE window_end <= $2::timestamptz) g",
+             SELECT count(*) FROM (SELECT DISTINCT {k}{step_end}window_start FROM gone WHERE window_end <= $2::timestamptz) g",
             state = self.table("state"),
             late = self.late(),
+            step_end = self.step_end(),
         )
     }
 

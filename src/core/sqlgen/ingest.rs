@@ -129,6 +129,20 @@ impl PipelineDef {
                 months = matches!(size, Period::Months(_)),
                 zone = quote_literal(time_zone),
             ),
+            WindowSpec::Cumulate {
+                size,
+                step,
+                origin,
+                time_zone,
+            } => format!(
+                "{INTERNAL_SCHEMA}.cumulate({et}, {size}, {step}, {origin}, {zone})",
+                size = quote_literal(&size.text()),
+                step = quote_literal(&step.text()),
+                zone = time_zone
+                    .as_deref()
+                    .map(quote_literal)
+                    .unwrap_or_else(|| "NULL".into()),
+            ),
             WindowSpec::Session { .. } => self.session_window_of(et),
         }
     }
@@ -236,7 +250,15 @@ impl PipelineDef {
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let ws = quote_ident(WINDOW_START_COLUMN);
-        let (w, wc, wi, wj) = if windowed {
+        let we = quote_ident(WINDOW_END_COLUMN);
+        let (w, wc, wi, wj) = if windowed && !self.step_end().is_empty() {
+            (
+                format!("{ws}, {we}, "),
+                format!("c.{ws}, c.{we}, "),
+                "i.window_start, i.window_end, ".to_string(),
+                format!("f.window_start = c.{ws} AND f.window_end = c.{we} AND "),
+            )
+        } else if windowed {
             (
                 format!("{ws}, "),
                 format!("c.{ws}, "),
@@ -246,7 +268,11 @@ impl PipelineDef {
         } else {
             Default::default()
         };
-        let ledger_cols = if windowed { "window_start, " } else { "" };
+        let ledger_cols = if windowed {
+            format!("window_start, {}", self.step_end())
+        } else {
+            String::new()
+        };
         format!(
             "fresh AS (\n\
                INSERT INTO {ids} AS i ({ledger_cols}{k}event_id)\n\
@@ -298,10 +324,11 @@ impl PipelineDef {
         format!(
             "INSERT INTO {state} AS s ({k}window_start, window_end, {n}{acc_list}, _et_slot)\n\
              SELECT *, {INTERNAL_SCHEMA}.backend_slot() FROM ({checked}) c\n\
-             ON CONFLICT ({k}window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET\n\
+             ON CONFLICT ({k}window_start, {step_end}_et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET\n\
                {n} = s.{n} + excluded.{n}{merges}",
             state = self.table("state"),
             checked = self.checked_state_rows(rows),
+            step_end = self.step_end(),
             merges = self
                 .checked_merges()
                 .iter()
@@ -330,12 +357,13 @@ impl PipelineDef {
         format!(
             "INSERT INTO {state} AS s ({k}window_start, window_end, {INTERNAL_PREFIX}n{acc_list}, version{flag_col})\n\
              SELECT *, 1{flag_val} FROM ({rows}) r\n\
-             ON CONFLICT ({k}window_start) WHERE {predicate} DO UPDATE SET\n\
+             ON CONFLICT ({k}{step_end}window_start) WHERE {predicate} DO UPDATE SET\n\
                version = s.version + 1, {INTERNAL_PREFIX}n = s.{INTERNAL_PREFIX}n + excluded.{INTERNAL_PREFIX}n{merges}\n\
              RETURNING {returning}",
             state = self.table("state"),
             acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
             rows = self.checked_state_rows(rows),
+            step_end = self.step_end(),
             merges = merges.iter().map(|m| format!(", {m}")).collect::<String>(),
         )
     }
@@ -400,8 +428,13 @@ impl PipelineDef {
     pub(super) fn main_lookup(&self, u: &str) -> String {
         let cols = self.state_cols_of("m");
         let head = format!(
-            "SELECT {cols} FROM {history} m WHERE m.window_start = {u}.window_start AND m.version = 1 AND m.kind = 'main'",
+            "SELECT {cols} FROM {history} m WHERE m.window_start = {u}.window_start{end} AND m.version = 1 AND m.kind = 'main'",
             history = self.table("history"),
+            end = if self.step_end().is_empty() {
+                String::new()
+            } else {
+                format!(" AND m.window_end = {u}.window_end")
+            },
         );
         let ops: Option<Vec<&str>> = self.keys.iter().map(|k| k.eq_op.as_deref()).collect();
         let branches: Vec<String> = match ops {
@@ -469,7 +502,7 @@ impl PipelineDef {
         );
         format!(
             "WITH pairs AS MATERIALIZED (\n\
-               SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c.{ws}) = 1 AS _et_first\n\
+               SELECT c.*, pg_catalog.row_number() OVER (PARTITION BY c._et_rn ORDER BY c.{ws}, c.{we}) = 1 AS _et_first\n\
                FROM kept c WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_landing = 3\n\
              ), docs AS MATERIALIZED (\n\
                SELECT p._et_rn, {next} AS _et_doc_id FROM pairs p WHERE p._et_first\n\
@@ -566,10 +599,16 @@ impl PipelineDef {
         let ws = quote_ident(WINDOW_START_COLUMN);
         format!(
             "fresh AS (\n\
-               INSERT INTO {ids} (window_start, {k}event_id)\n\
-               SELECT {ws}, {k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {k}_et_eid\n\
+               INSERT INTO {ids} (window_start, {step_end}{k}event_id)\n\
+               SELECT {ws}, {cls_end}{k}_et_eid FROM cls WHERE _et_eid IS NOT NULL AND _et_landing < {NO_WINDOW} ORDER BY {ws}, {cls_end}{k}_et_eid\n\
              ),\n",
             ids = self.table("ids"),
+            step_end = self.step_end(),
+            cls_end = if self.step_end().is_empty() {
+                String::new()
+            } else {
+                format!("{}, ", quote_ident(WINDOW_END_COLUMN))
+            },
         )
     }
 

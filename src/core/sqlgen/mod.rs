@@ -152,6 +152,27 @@ impl PipelineDef {
         internal_table(self.id, what)
     }
 
+    /// `window_end, ` where a window's end is part of its identity in the state and the ledger:
+    /// cumulate windows, whose steps share their period's start. Sessions are identified by their
+    /// end in history only (their state and ledger are per key).
+    pub(super) fn step_end(&self) -> &'static str {
+        if self.window.end_identifies() && !self.window.is_session() {
+            "window_end, "
+        } else {
+            ""
+        }
+    }
+
+    /// ` AND a.window_end = b.window_end` where the end is part of a window's identity
+    /// ([`Self::step_end`]), nothing otherwise.
+    pub(super) fn same_end(&self, a: &str, b: &str) -> String {
+        if self.step_end().is_empty() {
+            String::new()
+        } else {
+            format!(" AND {a}.window_end = {b}.window_end")
+        }
+    }
+
     /// Whether the state of a fired window is its late rows only ([`PipelineDef::late_deltas`]);
     /// never for sessions, whose merges read a fired session's whole state from its row.
     pub fn uses_late_deltas(&self) -> bool {
@@ -1042,6 +1063,19 @@ mod tests {
         };
         d.refused_doc_once = true;
         check_snapshot("hopping_keyed_event_id", &d);
+    }
+
+    #[test]
+    fn golden_sql_of_a_cumulate_pipeline() {
+        let mut d = def();
+        d.window = WindowSpec::Cumulate {
+            size: crate::core::window::Span::Days(1),
+            step: crate::core::window::Span::Us(3_600_000_000),
+            origin: 0,
+            time_zone: Some("Europe/Berlin".into()),
+        };
+        d.refused_doc_once = true;
+        check_snapshot("cumulate_keyed_event_id", &d);
     }
 
     #[test]
