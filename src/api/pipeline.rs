@@ -437,9 +437,13 @@ fn cumulate_spec(
         }
     };
     let utc = zone_name.as_deref().is_some_and(|z| UTC_NAMES.contains(&z));
-    // Local days in UTC are fixed days.
+    // Local days in UTC are fixed days; whole weeks count from a Monday, as for the other kinds.
+    let mut default_origin = UNIX_EPOCH;
     if utc {
         if let Span::Days(d) = size_s {
+            if d % 7 == 0 {
+                default_origin = UNIX_EPOCH + 4 * MICROS_PER_DAY;
+            }
             size_s = Span::Us(d as i64 * MICROS_PER_DAY);
             if let Span::Days(s) = step_s {
                 step_s = Span::Us(s as i64 * MICROS_PER_DAY);
@@ -465,8 +469,10 @@ fn cumulate_spec(
         .raise()
     }
     match size_s {
+        // A fixed size, or days in UTC made fixed: the latter shows its zone, as for the other
+        // kinds.
         Span::Us(_) => {
-            let origin = origin.unwrap_or(UNIX_EPOCH);
+            let origin = origin.unwrap_or(default_origin);
             (
                 WindowSpec::Cumulate {
                     size: size_s,
@@ -475,7 +481,7 @@ fn cumulate_spec(
                     time_zone: None,
                 },
                 origin,
-                None,
+                zone_name,
             )
         }
         _ => {

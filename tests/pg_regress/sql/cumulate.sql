@@ -67,6 +67,14 @@ SET TimeZone = 'Europe/Berlin';
 SELECT count(*), min(window_start), min(window_end), max(window_end)
 FROM eventtime.explain('cum_days', '2026-02-10 13:00+01');
 SET TimeZone = 'UTC';
+-- Whole weeks in UTC start on a Monday, as tumbling weeks do: 2026-11-05 is a Thursday, so its
+-- week is [Mon 2 Nov, +1 day) ... [Mon 2 Nov, +7 days) and it is in the steps ending 6 ... 9 Nov.
+SELECT eventtime.create_pipeline(name => 'cum_week', source => 'cum_till', event_time => 'paid_at',
+    window_size => '7 days', cumulate_step => '1 day', aggregates => 'sum(amount) AS takings');
+SELECT time_zone FROM eventtime.pipelines WHERE name = 'cum_week';
+SELECT count(*), min(window_start), min(window_end), max(window_end)
+FROM eventtime.explain('cum_week', '2026-11-05 12:00+00');
+SELECT eventtime.drop_pipeline('cum_week');
 INSERT INTO cum_till VALUES (10, '2026-10-25 00:30+02'), (20, '2026-10-25 02:30+02'), (30, '2026-10-25 02:30+01'), (40, '2026-10-25 23:30+01');
 SELECT * FROM eventtime.advance_watermark('cum_hours', '2026-10-25 03:00+01');
 SELECT window_start, window_end, takings FROM cum_hours_latest ORDER BY window_end;
