@@ -47,11 +47,10 @@ pub fn percentile_disc(sorted: &[i64], p: f64) -> Option<i64> {
 /// `[from, to)` that some pair landed in.
 pub fn lateness(model: &Model, from: i64, to: i64, value: Option<ValueColumn>) -> Vec<Line> {
     let mut lines = Vec::new();
-    for ((keys, start), w) in &model.windows {
+    for ((keys, start, end), w) in &model.windows {
         if *start < from || *start >= to {
             continue;
         }
-        let end = model.end(*start);
         let refused: Vec<_> = w.refused.iter().map(|&i| &model.refused_pairs[i]).collect();
         let (late, n_refused) = (w.late.len() as i64, refused.len() as i64);
         let all = w.on_time + late + n_refused;
@@ -86,7 +85,7 @@ pub fn lateness(model: &Model, from: i64, to: i64, value: Option<ValueColumn>) -
         lines.push(Line {
             keys: keys.clone(),
             window_start: *start,
-            window_end: end,
+            window_end: *end,
             on_time: w.on_time,
             late,
             refused: n_refused,
@@ -110,16 +109,10 @@ pub fn lateness(model: &Model, from: i64, to: i64, value: Option<ValueColumn>) -
 /// more than their `coverage` quantile; NULL when no pair arrived after its window closed.
 pub fn suggest_lateness(model: &Model, coverage: f64) -> Option<i64> {
     let mut samples = Vec::new();
-    for ((_, start), w) in &model.windows {
-        let end = model.end(*start);
+    for ((_, _, end), w) in &model.windows {
         samples.extend(w.late.iter().map(|wm| wm - end));
     }
-    samples.extend(
-        model
-            .refused_pairs
-            .iter()
-            .map(|p| p.watermark - model.end(p.window.1)),
-    );
+    samples.extend(model.refused_pairs.iter().map(|p| p.watermark - p.window.2));
     samples.sort_unstable();
     percentile_disc(&samples, coverage).map(|l| l + 1)
 }
@@ -201,6 +194,7 @@ mod tests {
             [Restated {
                 keys: vec![Some("web".into())],
                 window_start: day,
+                window_end: day + DAY,
                 version: 3,
                 rows_folded: 1
             }]
@@ -215,12 +209,13 @@ mod tests {
             [Restated {
                 keys: vec![Some("shop".into())],
                 window_start: day,
+                window_end: day + DAY,
                 version: 2,
                 rows_folded: 2
             }]
         );
         let kinds = |k: &str| {
-            m.windows[&(vec![Some(k.to_string())], day)]
+            m.windows[&(vec![Some(k.to_string())], day, day + DAY)]
                 .firings
                 .iter()
                 .map(|f| f.kind)
@@ -249,6 +244,7 @@ mod tests {
             [Restated {
                 keys: vec![None],
                 window_start: utc("2026-01-01 01:00"),
+                window_end: utc("2026-01-01 02:00"),
                 version: 1,
                 rows_folded: 1
             }]

@@ -65,6 +65,8 @@ pub struct Windows {
     pub size_sql: &'static str,
     /// `window_slide`, for hopping windows.
     pub slide_sql: Option<&'static str>,
+    /// `cumulate_step`, for cumulate windows.
+    pub step_sql: Option<&'static str>,
     /// What `eventtime.pipelines.time_zone` shows: the zone of a calendar size (the default,
     /// UTC, as the model knows no other), NULL for a fixed size.
     pub time_zone: Option<&'static str>,
@@ -242,6 +244,7 @@ pub fn keyed_hourly() -> Config {
             spec: WindowSpec::tumbling(HOUR, 0),
             size_sql: "1 hour",
             slide_sql: None,
+            step_sql: None,
             time_zone: None,
             origin: None,
             unbounded_ahead: false,
@@ -275,6 +278,7 @@ pub fn unkeyed_quarter_hour() -> Config {
             spec: WindowSpec::tumbling(15 * MINUTE, 0),
             size_sql: "15 minutes",
             slide_sql: None,
+            step_sql: None,
             time_zone: None,
             origin: None,
             unbounded_ahead: false,
@@ -311,6 +315,7 @@ pub fn quoted_daily() -> Config {
             spec: WindowSpec::tumbling(DAY, utc("2026-01-01 06:00")),
             size_sql: "1 day",
             slide_sql: None,
+            step_sql: None,
             time_zone: Some("UTC"),
             origin: Some("2026-01-01 06:00+00"),
             unbounded_ahead: false,
@@ -348,6 +353,7 @@ pub fn hopping_3h() -> Config {
             spec: WindowSpec::hopping(3 * HOUR, HOUR, utc("2026-04-01 00:20")),
             size_sql: "3 hours",
             slide_sql: Some("1 hour"),
+            step_sql: None,
             time_zone: None,
             origin: Some("2026-04-01 00:20+00"),
             unbounded_ahead: false,
@@ -398,6 +404,7 @@ pub fn calendar_monthly() -> Config {
             spec: WindowSpec::months(1, 1, 0),
             size_sql: "1 month",
             slide_sql: None,
+            step_sql: None,
             time_zone: Some("UTC"),
             origin: None,
             unbounded_ahead: true,
@@ -432,6 +439,7 @@ pub fn calendar_hopping() -> Config {
             spec: WindowSpec::months(3, 1, utc("2024-01-15 06:00")),
             size_sql: "3 months",
             slide_sql: Some("1 month"),
+            step_sql: None,
             time_zone: Some("UTC"),
             origin: Some("2024-01-15 06:00+00"),
             unbounded_ahead: true,
@@ -444,6 +452,53 @@ pub fn calendar_hopping() -> Config {
         aliases: vec!["n", "total", "hi"],
         steps: 70,
         start: utc("2023-06-01 00:00"),
+    }
+}
+
+/// (i) Cumulate windows (SPEC §7): a calendar day in UTC by four hours, each row in up to six
+/// windows that share their start, fired at their own ends and often late in the short ones
+/// while open in the long ones; six hours of grace, a text event id deduplicated per window
+/// (start and end), and a key with NULLs.
+pub fn cumulate_daily() -> Config {
+    Config {
+        label: "cumulate_daily",
+        stream: 9,
+        schema: "public",
+        table: "sales",
+        pipeline: "sales_so_far",
+        columns: vec![
+            col(
+                "sale",
+                "text",
+                Role::EventId {
+                    text_prefix: Some("s-"),
+                },
+                3,
+            ),
+            col("store", "text", Role::Key(&["north", "south"]), 10),
+            col("sold_at", "timestamptz", Role::EventTime, 0),
+            col("amount", "numeric", Role::Amount, 10),
+            col("qty", "integer", Role::Qty, 5),
+        ],
+        keys: vec!["store"],
+        windows: Windows {
+            spec: WindowSpec::cumulate(DAY, 4 * HOUR, 0),
+            size_sql: "1 day",
+            slide_sql: None,
+            step_sql: Some("4 hours"),
+            time_zone: Some("UTC"),
+            origin: None,
+            unbounded_ahead: false,
+            values: vec![("amount", true), ("qty", true)],
+        },
+        lateness: 6 * HOUR,
+        lateness_sql: "6 hours",
+        advance: 3 * HOUR,
+        aggregates:
+            "count(*) AS n, sum(amount) AS revenue, avg(qty) AS mean_qty, max(amount) AS hi",
+        aliases: vec!["n", "revenue", "mean_qty", "hi"],
+        steps: 70,
+        start: utc("2026-03-27 00:00"),
     }
 }
 

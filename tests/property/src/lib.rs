@@ -2,8 +2,8 @@
 //!
 //! Each pipeline configuration is driven by random ingest statements and watermark advances;
 //! after every step, what the extension publishes is compared with an independent model of
-//! SPEC §2-3, §7 and §8 (see `model`, `windows` for the windows of a row: tumbling, hopping and
-//! calendar months, and `account` for the lateness account). Restatements with random ranges
+//! SPEC §2-3, §7 and §8 (see `model`, `windows` for the windows of a row: tumbling, hopping,
+//! cumulate and calendar months, and `account` for the lateness account). Restatements with random ranges
 //! and keys are interleaved with those steps, drawn from an RNG stream of their own. The seed comes from PROPERTY_SEED and is printed, and every failure
 //! message names it, so that any failure can be replayed.
 //!

@@ -16,8 +16,9 @@ use crate::windows::WindowSpec;
 /// Key values as text, `None` for NULL: NULL groups with NULL, as in `GROUP BY`.
 pub type Keys = Vec<Option<String>>;
 
-/// A window of one key: (key values, window start).
-pub type WindowKey = (Keys, i64);
+/// A window of one key: (key values, window start, window end). The end is part of it because
+/// cumulate windows share their start (SPEC §7: a window is identified by its start and end).
+pub type WindowKey = (Keys, i64, i64);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -40,9 +41,11 @@ impl Kind {
 pub enum Landing {
     Open {
         window_start: i64,
+        window_end: i64,
     },
     Late {
         window_start: i64,
+        window_end: i64,
     },
     Refused {
         window_start: i64,
@@ -131,6 +134,7 @@ pub type KeyFilter = Vec<Option<Option<String>>>;
 pub struct Restated {
     pub keys: Keys,
     pub window_start: i64,
+    pub window_end: i64,
     pub version: usize,
     pub rows_folded: usize,
 }
@@ -140,8 +144,9 @@ pub struct Model {
     lateness: i64,
     dedup: bool,
     pub watermark: Option<i64>,
-    /// Every (keys, window start, event id) ever seen, refused rows included; never forgotten.
-    ledger: HashSet<(Keys, i64, String)>,
+    /// Every (keys, window start, window end, event id) ever seen, refused rows included; never
+    /// forgotten.
+    ledger: HashSet<(Keys, i64, i64, String)>,
     pub windows: BTreeMap<WindowKey, Window>,
     /// Every refused pair, in the order they were refused.
     pub refused_pairs: Vec<RefusedPair>,
@@ -221,13 +226,13 @@ impl Model {
             if let Some(id) = &ev.event_id {
                 if !self
                     .ledger
-                    .insert((ev.keys.clone(), window_start, id.clone()))
+                    .insert((ev.keys.clone(), window_start, window_end, id.clone()))
                 {
                     return Landing::Duplicate;
                 }
             }
         }
-        let key = (ev.keys.clone(), window_start);
+        let key = (ev.keys.clone(), window_start, window_end);
         let window = self.windows.entry(key.clone()).or_default();
         match w {
             Some(w) if w >= deadline => {
@@ -251,17 +256,24 @@ impl Model {
                 window.accept(ev);
                 window.late.push(w);
                 late_windows.insert(key);
-                Landing::Late { window_start }
+                Landing::Late {
+                    window_start,
+                    window_end,
+                }
             }
             _ => {
                 window.accept(ev);
                 window.on_time += 1;
-                Landing::Open { window_start }
+                Landing::Open {
+                    window_start,
+                    window_end,
+                }
             }
         }
     }
 
-    /// `eventtime.restate` (SPEC §8): every window starting at `from` (or in `[from, to)`) of
+    /// `eventtime.restate` (SPEC §8): every window starting at `from` (or in `[from, to)`: all the
+    /// cumulate windows of a period when it takes their start) of
     /// the keys the filter takes that has refused pairs not folded yet gets one new version,
     /// kind `restatement`, the next after its latest (1 if it never published), written under
     /// the watermark in force; those pairs are folded in it. Their event ids are distinct
@@ -269,7 +281,7 @@ impl Model {
     pub fn restate(&mut self, from: i64, to: Option<i64>, filter: &KeyFilter) -> Vec<Restated> {
         let mut folds: BTreeMap<WindowKey, Vec<usize>> = BTreeMap::new();
         for (no, pair) in self.refused_pairs.iter().enumerate() {
-            let (keys, start) = &pair.window;
+            let (keys, start, _) = &pair.window;
             let in_range = match to {
                 None => *start == from,
                 Some(to) => from <= *start && *start < to,
@@ -297,6 +309,7 @@ impl Model {
             written.push(Restated {
                 keys: key.0,
                 window_start: key.1,
+                window_end: key.2,
                 version,
                 rows_folded: pairs.len(),
             });
@@ -312,8 +325,7 @@ impl Model {
         }
         self.watermark = Some(to);
         let (mut fired, mut purged) = (0, 0);
-        for ((_, start), win) in self.windows.iter_mut() {
-            let end = self.spec.end(*start);
+        for (&(_, _, end), win) in self.windows.iter_mut() {
             if win.live && win.firings.is_empty() && end <= to {
                 win.firings.push(Firing {
                     kind: Kind::Main,
@@ -327,10 +339,6 @@ impl Model {
             }
         }
         (fired, purged)
-    }
-
-    pub fn end(&self, window_start: i64) -> i64 {
-        self.spec.end(window_start)
     }
 
     pub fn firings(&self) -> usize {
@@ -376,13 +384,15 @@ mod tests {
         assert_eq!(
             landing("2026-10-29 20:00"),
             Landing::Open {
-                window_start: utc("2026-10-29 00:00")
+                window_start: utc("2026-10-29 00:00"),
+                window_end: utc("2026-10-30 00:00")
             }
         );
         assert_eq!(
             landing("2026-10-30 12:00"),
             Landing::Late {
-                window_start: utc("2026-10-29 00:00")
+                window_start: utc("2026-10-29 00:00"),
+                window_end: utc("2026-10-30 00:00")
             }
         );
         assert!(
@@ -439,7 +449,11 @@ mod tests {
                 duplicates: 2
             }
         );
-        let w = &m.windows[&(vec![Some("web".into())], utc("2026-10-29 00:00"))];
+        let w = &m.windows[&(
+            vec![Some("web".into())],
+            utc("2026-10-29 00:00"),
+            utc("2026-10-30 00:00"),
+        )];
         assert_eq!(
             w.firings.iter().map(|f| f.kind).collect::<Vec<_>>(),
             [Kind::Main, Kind::Late]
@@ -467,10 +481,12 @@ mod tests {
                     no: 0,
                 },
                 Landing::Late {
-                    window_start: utc("2026-03-01 09:00")
+                    window_start: utc("2026-03-01 09:00"),
+                    window_end: utc("2026-03-01 12:00")
                 },
                 Landing::Open {
-                    window_start: utc("2026-03-01 10:00")
+                    window_start: utc("2026-03-01 10:00"),
+                    window_end: utc("2026-03-01 13:00")
                 },
             ]
         );
@@ -483,7 +499,11 @@ mod tests {
                 duplicates: 0
             }
         );
-        let late = &m.windows[&(vec![Some("web".into())], utc("2026-03-01 09:00"))];
+        let late = &m.windows[&(
+            vec![Some("web".into())],
+            utc("2026-03-01 09:00"),
+            utc("2026-03-01 12:00"),
+        )];
         assert_eq!(
             late.firings.iter().map(|f| f.kind).collect::<Vec<_>>(),
             [Kind::Main, Kind::Late]
@@ -504,7 +524,8 @@ mod tests {
         assert_eq!(
             landings[0],
             [Landing::Late {
-                window_start: utc("2026-02-01 00:00")
+                window_start: utc("2026-02-01 00:00"),
+                window_end: utc("2026-03-01 00:00")
             }]
         );
         assert_eq!(m.advance(utc("2026-03-03 00:00")), (0, 1));

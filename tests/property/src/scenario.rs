@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::account::{self, ValueColumn};
 use crate::config::{Config, Role};
 use crate::db::{self, Row};
-use crate::model::{Counts, Event, KeyFilter, Keys, Kind, Landing, Model};
+use crate::model::{Counts, Event, KeyFilter, Keys, Kind, Landing, Model, WindowKey};
 use crate::runner::{self, key_args, on_or_before, random_keys, random_value, Driver, Method};
 use crate::values::{
     quote_literal, ts_key, ts_or_null, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
@@ -115,8 +115,8 @@ struct Scenario<'a> {
     /// The greatest event time sent so far, so that a bulk load can target windows after it.
     max_event_time: i64,
     /// The text of every history row the first time it was seen, by (keys, window start,
-    /// version): history is append-only, so it must never change.
-    snapshots: BTreeMap<(Keys, String, String), String>,
+    /// window end, version): history is append-only, so it must never change.
+    snapshots: BTreeMap<(Keys, String, String, String), String>,
     stats: Stats,
 }
 
@@ -210,7 +210,7 @@ impl<'a> Scenario<'a> {
         let w = &cfg.windows;
         let mut sql = cfg.create_source_sql();
         sql += &format!(
-            "CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL);\n\
+            "CREATE TABLE m_accepted (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL);\n\
              CREATE TABLE m_refused (LIKE {src}, _ws timestamptz NOT NULL, _we timestamptz NOT NULL, \
                                      _deadline timestamptz NOT NULL, _wm timestamptz NOT NULL, \
                                      _n bigint PRIMARY KEY, _restated_in integer);\n",
@@ -219,6 +219,9 @@ impl<'a> Scenario<'a> {
         let mut options = String::new();
         if let Some(slide) = w.slide_sql {
             options += &format!(", window_slide => interval {}", quote_literal(slide));
+        }
+        if let Some(step) = w.step_sql {
+            options += &format!(", cumulate_step => interval {}", quote_literal(step));
         }
         if let Some(o) = w.origin {
             options += &format!(", window_origin => {}", quote_literal(o));
@@ -238,23 +241,21 @@ impl<'a> Scenario<'a> {
     fn check_definition(&mut self) {
         let cfg = self.cfg;
         let w = &cfg.windows;
-        let slide = w
-            .slide_sql
-            .map(|s| format!("interval {}", quote_literal(s)))
-            .unwrap_or_else(|| "NULL".into());
+        let interval = |v: Option<&str>| {
+            v.map(|s| format!("interval {}", quote_literal(s)))
+                .unwrap_or_else(|| "NULL".into())
+        };
+        let (slide, step) = (interval(w.slide_sql), interval(w.step_sql));
         let got = self.driver.rows(&format!(
             "SELECT window_kind, (window_size = interval {})::text, (window_slide IS NOT DISTINCT FROM {slide})::text, \
-                    time_zone FROM eventtime.pipelines WHERE name = {}",
+                    (cumulate_step IS NOT DISTINCT FROM {step})::text, time_zone \
+             FROM eventtime.pipelines WHERE name = {}",
             quote_literal(w.size_sql),
             quote_literal(cfg.pipeline)
         ));
-        let kind = if w.spec.is_hopping() {
-            "hopping"
-        } else {
-            "tumbling"
-        };
         let expected = vec![vec![
-            Some(kind.to_string()),
+            Some(w.spec.kind().to_string()),
+            Some("true".to_string()),
             Some("true".to_string()),
             Some("true".to_string()),
             w.time_zone.map(str::to_string),
@@ -262,7 +263,8 @@ impl<'a> Scenario<'a> {
         assert_eq!(
             got,
             expected,
-            "{}: eventtime.pipelines (window_kind, window_size as given, window_slide as given, time_zone)",
+            "{}: eventtime.pipelines (window_kind, window_size as given, window_slide as given, \
+             cumulate_step as given, time_zone)",
             self.driver.ctx()
         );
     }
@@ -288,7 +290,14 @@ impl<'a> Scenario<'a> {
                 return if self.rng.random_bool(0.5) {
                     start
                 } else {
-                    spec.end(start) - 1
+                    // The last microsecond of one of the windows starting there.
+                    let ends = spec.ends(start);
+                    let i = if ends.len() == 1 {
+                        0
+                    } else {
+                        self.rng.random_range(0..ends.len())
+                    };
+                    ends[i] - 1
                 };
             }
         };
@@ -438,8 +447,19 @@ impl<'a> Scenario<'a> {
             for landing in pairs {
                 match *landing {
                     Landing::Duplicate => {}
-                    Landing::Open { window_start } | Landing::Late { window_start } => {
-                        accepted.push(format!("({vals}, {})", Val::Ts(window_start).sql()));
+                    Landing::Open {
+                        window_start,
+                        window_end,
+                    }
+                    | Landing::Late {
+                        window_start,
+                        window_end,
+                    } => {
+                        accepted.push(format!(
+                            "({vals}, {}, {})",
+                            Val::Ts(window_start).sql(),
+                            Val::Ts(window_end).sql()
+                        ));
                     }
                     Landing::Refused {
                         window_start,
@@ -492,9 +512,8 @@ impl<'a> Scenario<'a> {
             10..45 => {
                 let next_end = spec.next_end(cur);
                 let mut boundaries = vec![next_end, next_end + l];
-                for ((_, start), w) in &self.model.windows {
+                for (&(_, _, end), w) in &self.model.windows {
                     if w.live {
-                        let end = spec.end(*start);
                         boundaries.extend([end, end + l].into_iter().filter(|&b| b > cur));
                     }
                 }
@@ -578,7 +597,7 @@ impl<'a> Scenario<'a> {
                 .collect();
             if !unfolded.is_empty() && r.random_bool(0.7) {
                 let pair = &self.model.refused_pairs[unfolded[r.random_range(0..unfolded.len())]];
-                let (keys, start) = pair.window.clone();
+                let (keys, start, _) = pair.window.clone();
                 let filter = keys
                     .into_iter()
                     .map(|k| r.random_bool(0.6).then_some(k))
@@ -643,7 +662,7 @@ impl<'a> Scenario<'a> {
                 row.extend([
                     Some(self.cfg.keys.len().to_string()),
                     Some(ts_key(w.window_start)),
-                    Some(ts_key(self.model.end(w.window_start))),
+                    Some(ts_key(w.window_end)),
                     Some(w.version.to_string()),
                     Some(w.rows_folded.to_string()),
                 ]);
@@ -902,24 +921,20 @@ impl<'a> Scenario<'a> {
         ));
         let cols = self.cfg.column_list();
         let grouped = self.driver.rows(&format!(
-            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM \
-               (SELECT {cols}, _ws FROM m_accepted \
-                UNION ALL SELECT {cols}, _ws FROM m_refused WHERE _restated_in IS NOT NULL) r \
-             GROUP BY {kp}_ws) q",
+            "SELECT {kt}us(_ws), us(_we), {at} FROM (SELECT {kp}_ws, _we, {} FROM \
+               (SELECT {cols}, _ws, _we FROM m_accepted \
+                UNION ALL SELECT {cols}, _ws, _we FROM m_refused WHERE _restated_in IS NOT NULL) r \
+             GROUP BY {kp}_ws, _we) q",
             self.cfg.aggregates
         ));
         let mut expected = Vec::new();
         for mut row in grouped {
-            let keys: Keys = row[..nk].to_vec();
-            let start: i64 = row[nk].as_deref().unwrap().parse().unwrap();
             let window = self
                 .model
                 .windows
-                .get(&(keys, start))
+                .get(&window_of(&row, nk))
                 .expect("accepted and folded rows have a model window");
             if !window.firings.is_empty() {
-                let end = self.model.spec().end(start);
-                row.insert(nk + 1, Some(ts_key(end)));
                 row.insert(nk + 2, Some(window.firings.len().to_string()));
                 expected.push(row);
             }
@@ -948,27 +963,25 @@ impl<'a> Scenario<'a> {
         ));
         let cols = self.cfg.column_list();
         let grouped = self.driver.rows(&format!(
-            "SELECT {kt}us(_ws), {at} FROM (SELECT {kp}_ws, {} FROM \
-               (SELECT {cols}, _ws FROM m_accepted) r GROUP BY {kp}_ws) q",
+            "SELECT {kt}us(_ws), us(_we), {at} FROM (SELECT {kp}_ws, _we, {} FROM \
+               (SELECT {cols}, _ws, _we FROM m_accepted) r GROUP BY {kp}_ws, _we) q",
             self.cfg.aggregates
         ));
         let mut expected = Vec::new();
-        for mut row in grouped {
-            let keys: Keys = row[..nk].to_vec();
-            let start: i64 = row[nk].as_deref().unwrap().parse().unwrap();
+        for row in grouped {
+            let key = window_of(&row, nk);
             let window = self
                 .model
                 .windows
-                .get(&(keys, start))
+                .get(&key)
                 .expect("accepted rows have a model window");
             if window.firings.is_empty() {
-                let end = self.model.spec().end(start);
+                let end = key.2;
                 assert!(
                     self.model.watermark.is_none_or(|w| end > w),
                     "{}: the model has a window past the watermark that never fired",
                     self.driver.ctx()
                 );
-                row.insert(nk + 1, Some(ts_key(end)));
                 expected.push(row);
             }
         }
@@ -1028,13 +1041,14 @@ impl<'a> Scenario<'a> {
                 (
                     row[..nk].to_vec(),
                     row[nk].clone().unwrap(),
+                    row[nk + 4].clone().unwrap(),
                     row[nk + 1].clone().unwrap(),
                 ),
                 text,
             );
         }
         let mut expected = Vec::new();
-        for ((keys, start), w) in &self.model.windows {
+        for ((keys, start, end), w) in &self.model.windows {
             for (i, f) in w.firings.iter().enumerate() {
                 let mut row = keys.clone();
                 row.extend([
@@ -1042,7 +1056,7 @@ impl<'a> Scenario<'a> {
                     Some((i + 1).to_string()),
                     Some(f.kind.as_str().to_string()),
                     Some((i == 0).to_string()),
-                    Some(ts_key(self.model.spec().end(*start))),
+                    Some(ts_key(*end)),
                     Some(ts_key(f.watermark)),
                 ]);
                 expected.push(row);
@@ -1141,4 +1155,11 @@ impl<'a> Scenario<'a> {
             self.driver.ctx()
         );
     }
+}
+
+/// The model's window of a row that starts with `nk` key values, then the window's start and
+/// end in microseconds.
+fn window_of(row: &Row, nk: usize) -> WindowKey {
+    let us = |i: usize| -> i64 { row[i].as_deref().unwrap().parse().unwrap() };
+    (row[..nk].to_vec(), us(nk), us(nk + 1))
 }

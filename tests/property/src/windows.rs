@@ -1,5 +1,6 @@
 //! Which windows an event time belongs to, written from SPEC §3 and §7 alone: tumbling and
-//! hopping windows of fixed durations, and calendar periods of whole months in UTC.
+//! hopping windows of fixed durations, calendar periods of whole months in UTC, and cumulate
+//! windows of fixed steps.
 //!
 //! Every kind is one grid: window `k` is `[origin + k·slide, origin + k·slide + size)`, tumbling
 //! being the slide equal to the size. A fixed size adds microseconds; a calendar size adds
@@ -8,6 +9,11 @@
 //! the only zone the test uses, a day is 24 hours, so `'7 days'` every `'1 day'` is the fixed
 //! grid of 24-hour steps from the origin, and a config says it is calendar only for what
 //! `eventtime.pipelines` shows.
+//!
+//! Cumulate windows are another shape: periods `[p, p + size)` on the grid of `size` from the
+//! origin, and in each the windows `[p, p + step)`, `[p, p + 2·step)` ... `[p, p + size)`, which
+//! share their start. A window is identified by its start and end, so everything here speaks of
+//! `(start, end)`; `end(start)` is the end of the longest window starting there.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime};
 
@@ -21,6 +27,8 @@ pub enum WindowSpec {
     /// the month is at most 28, so that no window bound is ever clamped and a window's end is
     /// both `origin + (k·slide + size) months` and its start plus `size` months.
     Months { size: i64, slide: i64, origin: i64 },
+    /// Cumulate windows of fixed durations in microseconds: `step` divides `size`.
+    Cumulate { size: i64, step: i64, origin: i64 },
 }
 
 impl WindowSpec {
@@ -51,19 +59,34 @@ impl WindowSpec {
         }
     }
 
-    pub fn is_hopping(&self) -> bool {
+    pub fn cumulate(size: i64, step: i64, origin: i64) -> WindowSpec {
+        assert!(
+            0 < step && step < size && size % step == 0,
+            "0 < step < size, a multiple of it"
+        );
+        WindowSpec::Cumulate { size, step, origin }
+    }
+
+    /// What `eventtime.pipelines.window_kind` says.
+    pub fn kind(&self) -> &'static str {
         match *self {
             WindowSpec::Fixed { size, slide, .. } | WindowSpec::Months { size, slide, .. } => {
-                slide != size
+                if slide != size {
+                    "hopping"
+                } else {
+                    "tumbling"
+                }
             }
+            WindowSpec::Cumulate { .. } => "cumulate",
         }
     }
 
-    /// The start of window `k`.
+    /// The start of window `k` (of period `k`, for cumulate windows).
     fn start_k(&self, k: i64) -> i64 {
         match *self {
             WindowSpec::Fixed { slide, origin, .. } => origin + k * slide,
             WindowSpec::Months { slide, origin, .. } => add_months(origin, k * slide),
+            WindowSpec::Cumulate { size, origin, .. } => origin + k * size,
         }
     }
 
@@ -71,6 +94,7 @@ impl WindowSpec {
     fn last_k(&self, t: i64) -> i64 {
         match *self {
             WindowSpec::Fixed { slide, origin, .. } => (t - origin).div_euclid(slide),
+            WindowSpec::Cumulate { size, origin, .. } => (t - origin).div_euclid(size),
             WindowSpec::Months { slide, origin, .. } => {
                 // The month count is right or one too many (t earlier in its month than the
                 // origin is in its own).
@@ -86,16 +110,38 @@ impl WindowSpec {
         }
     }
 
-    /// The end of the window that starts at `start`.
+    /// The end of the (longest) window that starts at `start`.
     pub fn end(&self, start: i64) -> i64 {
         match *self {
-            WindowSpec::Fixed { size, .. } => start + size,
+            WindowSpec::Fixed { size, .. } | WindowSpec::Cumulate { size, .. } => start + size,
             WindowSpec::Months { size, .. } => add_months(start, size),
         }
     }
 
-    /// Every window `[start, end)` holding `t`, oldest first.
+    /// The ends of every window that starts at `start`, shortest first.
+    pub fn ends(&self, start: i64) -> Vec<i64> {
+        match *self {
+            WindowSpec::Cumulate { size, step, .. } => {
+                (1..=size / step).map(|i| start + i * step).collect()
+            }
+            _ => vec![self.end(start)],
+        }
+    }
+
+    /// Every window `[start, end)` holding `t`, oldest first (shortest first among those that
+    /// share a start).
     pub fn windows_of(&self, t: i64) -> Vec<(i64, i64)> {
+        if let WindowSpec::Cumulate { .. } = *self {
+            let start = self.start_k(self.last_k(t));
+            let out: Vec<(i64, i64)> = self
+                .ends(start)
+                .into_iter()
+                .filter(|&end| end > t)
+                .map(|end| (start, end))
+                .collect();
+            assert!(!out.is_empty(), "every instant is in a window");
+            return out;
+        }
         let mut out = Vec::new();
         let mut k = self.last_k(t);
         loop {
@@ -120,22 +166,28 @@ impl WindowSpec {
 
     /// The first window end after `t`.
     pub fn next_end(&self, t: i64) -> i64 {
-        self.windows_of(t)[0].1
+        self.windows_of(t)
+            .into_iter()
+            .map(|(_, end)| end)
+            .min()
+            .unwrap()
     }
 
-    /// How many slides make a window, rounded up: the most windows an instant is in.
+    /// How many window starts back from `t` a window holding `t` may start: how many slides
+    /// make a window, rounded up; one for cumulate windows, whose periods do not overlap.
     pub fn overlap(&self) -> i64 {
         match *self {
             WindowSpec::Fixed { size, slide, .. } | WindowSpec::Months { size, slide, .. } => {
                 (size + slide - 1) / slide
             }
+            WindowSpec::Cumulate { .. } => 1,
         }
     }
 
     /// About how long a window lasts, for generating event times around it.
     pub fn span(&self) -> i64 {
         match *self {
-            WindowSpec::Fixed { size, .. } => size,
+            WindowSpec::Fixed { size, .. } | WindowSpec::Cumulate { size, .. } => size,
             WindowSpec::Months { size, .. } => size * 30 * DAY,
         }
     }
@@ -209,7 +261,7 @@ mod tests {
             [(utc("2026-01-01 06:00"), utc("2026-01-02 06:00"))]
         );
         assert_eq!(w.overlap(), 1);
-        assert!(!w.is_hopping());
+        assert_eq!(w.kind(), "tumbling");
     }
 
     #[test]
@@ -267,7 +319,7 @@ mod tests {
                 (utc("2026-03-01 00:00"), utc("2026-06-01 00:00")),
             ]
         );
-        assert!(q.is_hopping());
+        assert_eq!(q.kind(), "hopping");
         // Quarters from January, and every second month from an origin on the 15th at 06:00.
         let q = WindowSpec::months(3, 3, 0);
         assert_eq!(
@@ -286,6 +338,45 @@ mod tests {
         assert_eq!(
             b.nth_start(utc("2026-01-15 06:00"), -1),
             utc("2025-10-15 06:00")
+        );
+    }
+
+    /// SPEC §7: a day by four hours is six windows from midnight; a row is in every one that
+    /// contains it, the step end itself in none that ends there.
+    #[test]
+    fn cumulate_fixed() {
+        let c = WindowSpec::cumulate(DAY, 4 * HOUR, 0);
+        let d = utc("2026-03-01 00:00");
+        assert_eq!(c.windows_of(d).len(), 6);
+        assert_eq!(
+            c.windows_of(utc("2026-03-01 13:10")),
+            [
+                (d, utc("2026-03-01 16:00")),
+                (d, utc("2026-03-01 20:00")),
+                (d, utc("2026-03-02 00:00")),
+            ]
+        );
+        assert_eq!(
+            c.windows_of(utc("2026-03-01 20:00")),
+            [(d, utc("2026-03-02 00:00"))]
+        );
+        assert_eq!(
+            c.windows_of(utc("2026-03-01 23:59")),
+            [(d, utc("2026-03-02 00:00"))]
+        );
+        assert_eq!(c.next_end(utc("2026-03-01 13:10")), utc("2026-03-01 16:00"));
+        assert_eq!(c.next_end(utc("2026-03-01 20:00")), utc("2026-03-02 00:00"));
+        assert_eq!(
+            c.nth_start(utc("2026-03-01 13:10"), 1),
+            utc("2026-03-02 00:00")
+        );
+        assert_eq!(c.ends(d).len(), 6);
+        assert_eq!((c.overlap(), c.kind()), (1, "cumulate"));
+        // Before the origin, on a shifted origin.
+        let c = WindowSpec::cumulate(2 * HOUR, HOUR, utc("2026-01-01 00:30"));
+        assert_eq!(
+            c.windows_of(utc("2026-01-01 00:10")),
+            [(utc("2025-12-31 22:30"), utc("2026-01-01 00:30"))]
         );
     }
 }

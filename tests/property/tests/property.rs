@@ -59,6 +59,11 @@ fn calendar_hopping_three_months_every_month() {
 }
 
 #[test]
+fn cumulate_a_day_by_four_hours() {
+    scenario::run(&config::cumulate_daily(), seed());
+}
+
+#[test]
 fn sessions_per_user_with_null_users_and_event_ids() {
     sessions::run(&config::sessions_per_user(), seed());
 }
