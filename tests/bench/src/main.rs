@@ -1053,6 +1053,100 @@ fn workload_a_no_ids(
     Ok((row, t[2], t[3]))
 }
 
+/// (a) with cumulate windows (SPEC §7): the same `COPY` without event ids into a pipeline of
+/// days cut into 24 hourly steps, against a tumbling daily pipeline on the same rows, in turns; then the
+/// firing of each by `advance_watermark('infinity')`. A row of hour h belongs to the 24 − h steps
+/// whose end is after it, so the cumulate pipeline keeps and fires up to 24 windows per key and
+/// day. Its full-day steps must equal the tumbling pipeline's windows, and its number of windows
+/// the steps that `GROUP BY` finds from each key and day's first hour.
+fn workload_a_cumulate(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<Vec<Row>> {
+    println!(
+        "(a) cumulate: COPY of {} events without event ids into 1 day by 1 hour, against tumbling 1 day",
+        num(s.a_events)
+    );
+    let cumulate = CREATE_PIPELINE_NO_IDS.replace(
+        "window_size => interval '1 day',",
+        "window_size => interval '1 day', cumulate_step => interval '1 hour',",
+    );
+    if cumulate == CREATE_PIPELINE_NO_IDS {
+        return Err("the cumulate pipeline's definition did not take its step".into());
+    }
+    let mut fire: [Vec<Duration>; 2] = Default::default();
+    let mut windows = [0i64; 2];
+    let mut tumbling_fp = String::new();
+    let sides = [(0, "tumbling"), (1, "cumulate")];
+    let t = turns("(a) cumulate", &sides, opts.runs, |side| {
+        reset_with(
+            c,
+            Some(if side == 0 {
+                CREATE_PIPELINE_NO_IDS
+            } else {
+                &cumulate
+            }),
+        )?;
+        settle(c)?;
+        let d = timed(|| copy_in(c, data))?;
+        fire[side].push(timed(|| advance(c, "infinity").map(drop))?);
+        let left = state_rows(c)?;
+        if left != 0 {
+            return Err(format!(
+                "{left} state rows left after advance_watermark('infinity')"
+            ));
+        }
+        windows[side] = scalar(c, "SELECT count(*) FROM bench_latest")?;
+        let days = window_fingerprint(
+            c,
+            "(SELECT * FROM bench_latest WHERE window_end = window_start + interval '1 day') d",
+        )?;
+        if side == 0 {
+            tumbling_fp = days;
+            return Ok(d);
+        }
+        if days != tumbling_fp {
+            return Err(format!(
+                "the cumulate pipeline's full days differ from the tumbling pipeline's windows:\n  {days}\nagainst\n  {tumbling_fp}"
+            ));
+        }
+        let steps = scalar(
+            c,
+            "SELECT sum(24 - first_hour)::bigint FROM (SELECT min(extract(hour FROM at AT TIME ZONE 'UTC'))::int AS first_hour \
+             FROM ev GROUP BY k, date_bin(interval '1 day', at, timestamptz '1970-01-01 00:00+00')) g",
+        )?;
+        if windows[1] != steps {
+            return Err(format!(
+                "the cumulate pipeline published {} windows, GROUP BY finds {steps} steps",
+                windows[1]
+            ));
+        }
+        Ok(d)
+    })?;
+    let [tumbling_fire, cumulate_fire] = fire.map(median);
+    let row = |workload: String, with: Duration, without: Duration| Row {
+        workload,
+        with: Measure::Time(with),
+        without: Measure::Time(without),
+        target: None,
+        floor: None,
+    };
+    Ok(vec![
+        row(
+            "(a) the same `COPY` without ids, cumulate 1 day by 1 hour (24 steps) vs tumbling 1 day"
+                .to_string(),
+            t[1],
+            t[0],
+        ),
+        row(
+            format!(
+                "(a) cumulate: firing {} steps vs tumbling firing {} days",
+                num(windows[1] as usize),
+                num(windows[0] as usize)
+            ),
+            cumulate_fire,
+            tumbling_fire,
+        ),
+    ])
+}
+
 /// (a) with offsets: the same `COPY` into a pipeline whose rows carry offsets (SPEC §12), against
 /// the table alone and the floor, which groups the rows into the state by hand and moves one
 /// committed offset to the greatest of the load, in the `COPY`'s transaction.
@@ -1931,6 +2025,7 @@ fn run() -> Res<Vec<String>> {
         let (no_ids, group, read) = workload_a_no_ids(&mut c, &opts, &a_data, &s)?;
         a_triggers = Some((group, read, no_ids.without.value()));
         let offsets = workload_a_offsets(&mut c, &opts, &a_data, &s)?;
+        let cumulate = workload_a_cumulate(&mut c, &opts, &a_data, &s)?;
         let indexed = workload_a_indexed(&mut c, &opts, &a_data, &s)?;
         let (row, plain, arrays, trigger) = workload_a(&mut c, &opts, &a_data, &s)?;
         a_arrays = Some((arrays, trigger, row.without.value()));
@@ -1939,6 +2034,7 @@ fn run() -> Res<Vec<String>> {
         rows.push(indexed);
         rows.push(no_ids);
         rows.push(offsets);
+        rows.extend(cumulate);
     }
     if opts.wants('e') {
         // The last measurement of (a) is a pipeline side: its load is still there.
