@@ -157,5 +157,40 @@ CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
                           _eventtime.owner_of(p.source, p.owner), p.view_schema, p.name);
 
+-- A pipeline's trigger depends on the source columns it reads and on the source's unique index
+-- that is its ledger of event ids, so a plain DROP of one is refused by PostgreSQL. DROP ...
+-- CASCADE would drop the trigger with it and leave the pipeline blind to every row written after:
+-- that is refused too, naming the pipeline. A trigger dropped with its table (DROP TABLE, DROP
+-- SCHEMA, a partition dropped), by drop_pipeline itself, or with the extension is not concerned.
+CREATE FUNCTION _eventtime.on_drop() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    hit record;
+BEGIN
+    SELECT p.name, t.address_names[1] AS nsp, t.address_names[2] AS rel,
+           (SELECT pg_catalog.string_agg(o.object_type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) o.object_identity, ', ')
+            FROM pg_catalog.pg_event_trigger_dropped_objects() o WHERE o.original) AS what
+    INTO hit
+    FROM pg_catalog.pg_event_trigger_dropped_objects() t
+    JOIN _eventtime.pipeline p
+      ON t.address_names[3] OPERATOR(pg_catalog.=) ('eventtime_ingest_p' OPERATOR(pg_catalog.||) p.id)
+    WHERE t.object_type OPERATOR(pg_catalog.=) 'trigger' AND NOT t.original
+      AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() d
+                      WHERE d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['table', 'foreign table', 'extension'])
+                        AND (d.address_names OPERATOR(pg_catalog.=) t.address_names[1:2]
+                             OR d.object_identity OPERATOR(pg_catalog.=) 'pg_eventtime'))
+    ORDER BY p.name
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop %: pipeline "%" uses it', hit.what, hit.name
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = pg_catalog.format('CASCADE would drop the pipeline''s trigger on %I.%I, and the rows written into the table after it would not be counted. Nothing was changed.', hit.nsp, hit.rel),
+                  HINT = pg_catalog.format('Drop the pipeline first with eventtime.drop_pipeline(%L), then the object.', hit.name);
+    END IF;
+END
+$$;
+CREATE EVENT TRIGGER eventtime_drop ON sql_drop EXECUTE FUNCTION _eventtime.on_drop();
+
 -- Every pipeline gets its views _provisional and _current, as its owner's.
 SELECT _eventtime.upgrade_pipeline(id) FROM _eventtime.pipeline ORDER BY id;

@@ -1059,6 +1059,8 @@ fn create_pipeline(
     // The partitions and inheritance children of the source, at any depth, get the trigger too.
     members::sync(&catalog::load(name));
 
+    hold_feed(&def);
+
     // The trigger's SQL names these columns: make PostgreSQL refuse to drop them or change their
     // type while the pipeline exists, as it does for columns a view uses. (Renames are refused by
     // the event trigger of `check_columns`.)
@@ -1104,6 +1106,56 @@ fn create_pipeline(
     }
 }
 
+/// The typed feed `<name>_changes` is a SQL function whose body PostgreSQL does not track: it is
+/// made to depend on the pipeline's history table, so that whatever drops the history with
+/// `CASCADE` (`DROP EXTENSION pg_eventtime CASCADE`, `DROP SCHEMA _eventtime CASCADE`) drops the
+/// feed too, and leaves no function a later `create_pipeline` of the same name would collide with.
+/// Nothing when the dependency is there already, or the feed or the history is gone.
+fn hold_feed(def: &PipelineDef) {
+    let (feed, history) = as_catalog_owner(|| {
+        Spi::get_two_with_args::<pg_sys::Oid, pg_sys::Oid>(
+            "SELECT to_regprocedure($1)::oid, to_regclass($2)::oid",
+            &[
+                format!("{}(text)", def.view(FEED_SUFFIX)).into(),
+                def.table("history").into(),
+            ],
+        )
+        .expect("feed lookup")
+    });
+    let (Some(feed), Some(history)) = (feed, history) else {
+        return;
+    };
+    let held = Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_depend WHERE classid = 'pg_proc'::regclass AND objid = $1 \
+           AND refclassid = 'pg_class'::regclass AND refobjid = $2)",
+        &[feed.into(), history.into()],
+    )
+    .expect("dependency read")
+    .unwrap_or(false);
+    if held {
+        return;
+    }
+    let depender = pg_sys::ObjectAddress {
+        classId: pg_sys::ProcedureRelationId,
+        objectId: feed,
+        objectSubId: 0,
+    };
+    let referenced = pg_sys::ObjectAddress {
+        classId: pg_sys::RelationRelationId,
+        objectId: history,
+        objectSubId: 0,
+    };
+    // SAFETY: both addresses name objects that exist in this transaction; recordDependencyOn only
+    // inserts a pg_depend row.
+    unsafe {
+        pg_sys::recordDependencyOn(
+            &depender,
+            &referenced,
+            pg_sys::DependencyType::DEPENDENCY_NORMAL,
+        )
+    };
+}
+
 #[pg_schema]
 mod _eventtime {
     use super::*;
@@ -1128,6 +1180,7 @@ mod _eventtime {
             .raise()
         }
         let p = catalog::load_by_id(pipeline_id);
+        hold_feed(&p.def);
         let exists = |name: String| {
             as_catalog_owner(|| {
                 crate::pg::spi::read_one::<bool>(

@@ -11,6 +11,12 @@ ALTER TABLE ddl_src DROP COLUMN at;
 ALTER TABLE ddl_src DROP COLUMN id;
 ALTER TABLE ddl_src ALTER COLUMN k TYPE varchar(10);
 \set VERBOSITY default
+-- With CASCADE, PostgreSQL would drop the pipeline's trigger with the column: refused, naming the
+-- pipeline, and nothing is dropped.
+SET client_min_messages = warning;  -- (PostgreSQL's notice names the trigger)
+ALTER TABLE ddl_src DROP COLUMN v CASCADE;
+RESET client_min_messages;
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'ddl_src'::regclass AND tgname LIKE 'eventtime_ingest_p%';
 ALTER TABLE ddl_src DROP COLUMN other;
 ALTER TABLE ddl_src ADD COLUMN note text;
 INSERT INTO ddl_src (id, k, v, at, note) VALUES (1, 'a', 5, '2026-01-01 00:10+00', 'added later');

@@ -75,6 +75,15 @@ SELECT store, n FROM ix_c_latest ORDER BY store;
 -- The pipeline holds the index: dropping it, or its constraint, is refused while it exists.
 SELECT regexp_replace(pg_temp.try('ALTER TABLE ix_a DROP CONSTRAINT ix_a_pkey'), '_p[0-9]+ ', '_p<id> ') AS try;
 SELECT pg_temp.try('DROP INDEX ix_a_pkey');
+-- With CASCADE, the trigger would go with the index and the pipeline would stop counting rows:
+-- refused too, and the pipeline still counts them.
+SET client_min_messages = warning;  -- (PostgreSQL's notice names the trigger)
+SELECT pg_temp.try('ALTER TABLE ix_a DROP CONSTRAINT ix_a_pkey CASCADE');
+RESET client_min_messages;
+-- (the watermark is 'infinity': the row is refused, and counted so)
+SELECT refused AS refused_before FROM eventtime.pipelines WHERE name = 'ix_a';
+INSERT INTO ix_a VALUES (9001, 'north', 1, '2026-05-01 23:00+00');
+SELECT refused AS refused_after FROM eventtime.pipelines WHERE name = 'ix_a';
 SELECT eventtime.drop_pipeline('ix_a');
 ALTER TABLE ix_a DROP CONSTRAINT ix_a_pkey;
 
