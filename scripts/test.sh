@@ -7,6 +7,8 @@
 #   readme    every runnable SQL example of README.md and docs/, run in order in one session, with
 #             the outputs they show compared; links, anchors and images resolve; docs/reference.md
 #             matches the extension's catalog: functions, view columns, SQLSTATEs (tests/readme);
+#   oracle    the scenarios of tests/oracle played through the SQL API, every version and refused
+#             row compared with what Apache Beam and Apache Flink answered (tests/oracle);
 #   clients   the client examples of tests/clients as tests: an ingestion job and a consumer with
 #             psycopg 3, a consumer with node-postgres (both installed if missing);
 #   property  the seeded randomized property test against an independent model (tests/property);
@@ -34,7 +36,7 @@ CLUSTER="$ROOT/target/test-cluster"
 PGRX_DATA="$ROOT/target/pgrx-test-data"
 passed=0
 failed=0
-TIERS="${*:-lint core regress readme clients property upgrade pg16 pg18 faults bench package}"
+TIERS="${*:-lint core regress readme oracle clients property upgrade pg16 pg18 faults bench package}"
 want() { [[ " $TIERS " == *" $1 "* ]]; }
 
 tally_cargo() { # sums "test result: ... N passed; M failed" lines of a cargo test log
@@ -95,10 +97,10 @@ fi
 
 # The tiers on PostgreSQL 15 use the debug build installed into the system's PostgreSQL; regress,
 # readme and property share one throwaway cluster.
-if want regress || want readme || want clients || want property || want faults; then
+if want regress || want readme || want oracle || want clients || want property || want faults; then
     build_install debug
 fi
-if want regress || want readme || want clients || want property; then
+if want regress || want readme || want oracle || want clients || want property; then
     say "starting a throwaway cluster in $CLUSTER on port $PORT"
     started15=1
     stop_cluster "$CLUSTER"
@@ -121,6 +123,16 @@ if want readme; then
         passed=$((passed + 1))
     else
         echo "tier 3 failed"; exit 1
+    fi
+fi
+
+if want oracle; then
+    say "tier 3a: Apache Beam's and Apache Flink's answers (tests/oracle)"
+    if PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PSQL="$PG_BIN/psql" \
+            python3 "$ROOT/tests/oracle/check.py" eventtime_oracle; then
+        passed=$((passed + 1))
+    else
+        echo "tier 3a failed"; exit 1
     fi
 fi
 
