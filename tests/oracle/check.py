@@ -88,6 +88,12 @@ def script(n, sc, shift):
             f"window_size => make_interval(secs => {w['size_s']}), "
             f"window_slide => make_interval(secs => {w['slide_s']})"
         )
+    elif w["kind"] == "cumulate" and "time_zone" in w:
+        # A period of local days in the zone: its days have 23 or 25 hours at clock changes.
+        windows = (
+            f"window_size => make_interval(days => {w['size_s'] // 86400}), "
+            f"cumulate_step => make_interval(secs => {w['step_s']}), time_zone => {lit(w['time_zone'])}"
+        )
     elif w["kind"] == "cumulate":
         windows = (
             f"window_size => make_interval(secs => {w['size_s']}), "

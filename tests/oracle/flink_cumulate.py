@@ -4,12 +4,11 @@ rows go through a CSV file into a table whose watermark is its event time, and o
 CUMULATE grouped by key and window gives every window. Usage: flink_cumulate.py SCENARIO ANSWER
 (PyFlink from PyPI: pip install apache-flink; Java 17)."""
 import csv
-import datetime
 import json
 import os
 import sys
 import tempfile
-from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pyflink
 from pyflink.table import EnvironmentSettings, TableEnvironment
@@ -26,7 +25,7 @@ with open(os.path.join(tmp, "ev.csv"), "w", newline="") as f:
     for e in events:
         out.writerow([e["id"], e["key"], repr(e["v"]), round(e["t"] * 1000)])
 env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-env.get_config().set("table.local-time-zone", "UTC")
+env.get_config().set("table.local-time-zone", w.get("time_zone", "UTC"))
 env.get_config().set("parallelism.default", "1")
 env.execute_sql(f"""
     CREATE TABLE ev (id STRING, k STRING, v DECIMAL(12, 3), ms BIGINT,
@@ -37,13 +36,27 @@ rows = env.execute_sql(f"""
     FROM TABLE(CUMULATE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{w['step_s']}' SECOND(9),
                         INTERVAL '{w['size_s']}' SECOND(9)))
     GROUP BY k, window_start, window_end""").collect()
+# Flink gives window bounds as wall-clock times of the zone: as instants (a wall-clock time
+# that does not exist, such as 02:00 on the day clocks go forward, is the instant of the hour
+# after it, and its window the same as that one's: it is kept once).
+zone = ZoneInfo(w.get("time_zone", "UTC"))
+
+
+def instant(t):
+    return t.replace(tzinfo=zone).timestamp()
+
+
 firings = []
-epoch = datetime.datetime(1970, 1, 1)
+seen = {}
 with rows:
     for r in rows:
         k, ws, we, n, total, ids = r
-        s = (ws - epoch).total_seconds()
-        e = (we - epoch).total_seconds()
+        s = instant(ws)
+        e = instant(we)
+        if (k, s, e) in seen:
+            assert seen[(k, s, e)] == (n, total), "two windows of one instant differ"
+            continue
+        seen[(k, s, e)] = (n, total)
         firings.append({"key": k, "window_start": s, "window_end": e, "timing": "ON_TIME",
                         "pane_index": 0, "count": n, "sum": float(total), "ids": sorted(ids.split(",")),
                         "step": len(sc["steps"]), "dedup_count": n, "dedup_sum": float(total)})
