@@ -851,6 +851,17 @@ struct Row {
 }
 
 impl Row {
+    /// A row of two times without a target or a floor: a comparison of two sides.
+    fn times(workload: String, with: Duration, without: Duration) -> Row {
+        Row {
+            workload,
+            with: Measure::Time(with),
+            without: Measure::Time(without),
+            target: None,
+            floor: None,
+        }
+    }
+
     /// Times: with ÷ without, lower is better. Throughputs: with ÷ without, higher is better.
     fn ratio(&self) -> f64 {
         self.with.value() / self.without.value().max(1e-9)
@@ -1121,21 +1132,14 @@ fn workload_a_cumulate(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> R
         Ok(d)
     })?;
     let [tumbling_fire, cumulate_fire] = fire.map(median);
-    let row = |workload: String, with: Duration, without: Duration| Row {
-        workload,
-        with: Measure::Time(with),
-        without: Measure::Time(without),
-        target: None,
-        floor: None,
-    };
     Ok(vec![
-        row(
+        Row::times(
             "(a) the same `COPY` without ids, cumulate 1 day by 1 hour (24 steps) vs tumbling 1 day"
                 .to_string(),
             t[1],
             t[0],
         ),
-        row(
+        Row::times(
             format!(
                 "(a) cumulate: firing {} steps vs tumbling firing {} days",
                 num(windows[1] as usize),
@@ -1838,16 +1842,9 @@ fn workload_f(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Vec<Row>, SessionI
     })?;
     let [plain_fire, hourly_fire, session_fire] = firing.map(median);
     let windows_query = median(windows_query);
-    let row = |workload: String, with: Duration, without: Duration| Row {
-        workload,
-        with: Measure::Time(with),
-        without: Measure::Time(without),
-        target: None,
-        floor: None,
-    };
     Ok((
         vec![
-            row(
+            Row::times(
                 format!(
                     "(f) sessions: {} clicks of {} users, random order, {} per `INSERT`, {} late",
                     num(evs.len()),
@@ -1858,12 +1855,12 @@ fn workload_f(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Vec<Row>, SessionI
                 t[2],
                 t[0],
             ),
-            row(
+            Row::times(
                 "(f) the same load, tumbling 1-hour windows".to_string(),
                 t[1],
                 t[0],
             ),
-            row(
+            Row::times(
                 format!(
                     "(f) sessions: `advance_watermark` firing {} sessions vs one gaps-and-islands `INSERT ... SELECT`",
                     num(info.sessions as usize)
@@ -1871,7 +1868,7 @@ fn workload_f(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<(Vec<Row>, SessionI
                 session_fire,
                 plain_fire,
             ),
-            row(
+            Row::times(
                 format!(
                     "(f) tumbling: `advance_watermark` firing {} windows vs one `INSERT ... SELECT`",
                     num(info.windows as usize)
