@@ -192,5 +192,27 @@ END
 $$;
 CREATE EVENT TRIGGER eventtime_drop ON sql_drop EXECUTE FUNCTION _eventtime.on_drop();
 
+-- Aggregates over expressions: a rename or a move of what an expression names is refused.
+CREATE FUNCTION _eventtime."check_names"(
+	"classids" oid[],
+	"objids" oid[]
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'check_names_wrapper';
+CREATE FUNCTION _eventtime.on_object_change() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM _eventtime.check_names(pg_catalog.array_agg(c.classid), pg_catalog.array_agg(c.objid))
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c;
+END
+$$;
+CREATE EVENT TRIGGER eventtime_object_change ON ddl_command_end
+    WHEN TAG IN ('ALTER FUNCTION', 'ALTER PROCEDURE', 'ALTER ROUTINE', 'ALTER OPERATOR', 'ALTER TYPE',
+                 'ALTER DOMAIN', 'ALTER COLLATION', 'ALTER SCHEMA')
+    EXECUTE FUNCTION _eventtime.on_object_change();
+
 -- Every pipeline gets its views _provisional and _current, as its owner's.
 SELECT _eventtime.upgrade_pipeline(id) FROM _eventtime.pipeline ORDER BY id;

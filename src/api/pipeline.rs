@@ -8,7 +8,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::PgRelation;
 
-use crate::core::aggregates::{self, AggFunc, AvgKind, ResolvedAgg};
+use crate::core::aggregates::{AggExpr, AggFunc, AvgKind, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, Offsets, PipelineDef};
 use crate::core::sqlgen::{
@@ -17,6 +17,7 @@ use crate::core::sqlgen::{
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, Span, WindowSpec, Zone};
+use crate::pg::aggparse;
 use crate::pg::catalog;
 use crate::pg::error::{invalid, required, EtError};
 use crate::pg::members;
@@ -551,6 +552,20 @@ fn session_spec(
 const MAX_SESSION_GAP: i64 = 3_652_425 * MICROS_PER_DAY;
 
 /// Whether PostgreSQL has the built-in aggregate `func` for an argument of type `t`.
+/// The accumulator kind of `func` over base type `base_oid`: only `avg` has one.
+fn avg_kind_of(func: AggFunc, base_oid: pg_sys::Oid) -> Option<AvgKind> {
+    (func == AggFunc::Avg)
+        .then(|| AvgKind::for_input(&type_name(base_oid)))
+        .flatten()
+}
+
+/// A type's name, as `regtype` shows it.
+fn type_name(t: pg_sys::Oid) -> String {
+    Spi::get_one_with_args::<String>("SELECT $1::regtype::text", &[t.into()])
+        .expect("type name")
+        .unwrap_or_default()
+}
+
 fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
     Spi::get_one_with_args::<bool>(
         "SELECT EXISTS (SELECT 1 FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid JOIN pg_type t ON t.oid = $2 \
@@ -811,15 +826,9 @@ fn create_pipeline(
     let clock_lag_us = clock_lag.map(|v| duration("clock_lag", v, true));
     let max_ahead_us = max_ahead.map(|v| duration("max_ahead", v, true));
 
-    // Aggregates.
-    let specs = aggregates::parse(aggregates_text).unwrap_or_else(|e| {
-        EtError::AggregateSyntax {
-            message: e.message,
-            position: e.position,
-            hint: e.hint,
-        }
-        .raise()
-    });
+    // Aggregates, read by PostgreSQL's parser.
+    let mut parsed = aggparse::parse(aggregates_text, &source_sql);
+    let specs = parsed.specs.clone();
     let mut taken: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
     let reserved = |name: &str| {
         RESERVED_COLUMNS.contains(&name)
@@ -862,27 +871,18 @@ fn create_pipeline(
         }
         taken.push(s.alias.clone());
     }
-    let mut probes = Vec::new();
+    // The plain columns first, by the pipeline's own errors; then the whole list by PostgreSQL's
+    // parse analysis, which resolves the expressions and FILTERs.
     let mut avg_kinds = Vec::new();
     for s in &specs {
-        let (expr, kind) = match &s.arg {
-            None => ("count(*)".to_string(), None),
+        let kind = match &s.arg {
+            None => None,
             Some(a) => {
                 let c = find(&cols, &source_sql, a, "aggregate argument");
                 // Aggregates of a domain are those of its base type.
                 // SAFETY: a catalog lookup by type oid; the oid comes from pg_attribute.
                 let base_oid = unsafe { pg_sys::getBaseType(c.type_oid) };
-                let base_name = Spi::get_one_with_args::<String>(
-                    "SELECT $1::regtype::text",
-                    &[base_oid.into()],
-                )
-                .expect("type name")
-                .unwrap_or_default();
-                let kind = if s.func == AggFunc::Avg {
-                    AvgKind::for_input(&base_name)
-                } else {
-                    None
-                };
+                let kind = avg_kind_of(s.func, base_oid);
                 let ok = match s.func {
                     AggFunc::Count => true,
                     AggFunc::Avg => kind.is_some(),
@@ -896,17 +896,48 @@ fn create_pipeline(
                     }
                     .raise()
                 }
-                (format!("{}({})", s.func.name(), quote_ident(a)), kind)
+                kind
             }
         };
-        probes.push(format!("pg_typeof({expr})::text"));
         avg_kinds.push(kind);
     }
+    let analysed = parsed.analyze(source_oid);
+    let specs = parsed.specs;
+    for (i, s) in specs.iter().enumerate() {
+        if let (Some(t), Some(e)) = (analysed.expr_types[i], &s.expr) {
+            // SAFETY: a catalog lookup of the type the analysis gave the expression.
+            let base_oid = unsafe { pg_sys::getBaseType(t) };
+            avg_kinds[i] = avg_kind_of(s.func, base_oid);
+            if s.func == AggFunc::Avg && avg_kinds[i].is_none() {
+                EtError::UndefinedAggregate {
+                    function: s.func.name().into(),
+                    column: e.sql.clone(),
+                    type_name: type_name(t),
+                }
+                .raise()
+            }
+        }
+    }
+    let probes: Vec<String> = specs
+        .iter()
+        .map(|s| {
+            let expr = match (&s.expr, &s.arg) {
+                (Some(e), _) => format!("{}({})", s.func.name(), e.sql),
+                (None, Some(a)) => format!("{}({})", s.func.name(), quote_ident(a)),
+                (None, None) => "count(*)".to_string(),
+            };
+            format!("pg_typeof({expr})::text")
+        })
+        .collect();
     let result_types: Vec<String> = as_owner(owner, || {
         Spi::connect(|client| {
             let row = client
                 .select(
-                    &format!("SELECT {} FROM {source_sql} WHERE false", probes.join(", ")),
+                    &format!(
+                        "SELECT {} FROM {source_sql} AS {} WHERE false",
+                        probes.join(", "),
+                        AggExpr::ROW
+                    ),
                     None,
                     &[],
                 )
@@ -1088,6 +1119,8 @@ fn create_pipeline(
         .into_iter()
         .map(|attnum| (source_oid, attnum as i32))
         .chain(id_index.map(|index| (index, 0)));
+    // And on what the aggregates' expressions use, as a view's rule does.
+    analysed.record_dependencies(&depender);
     for (object, sub) in referenced {
         let referenced = pg_sys::ObjectAddress {
             classId: pg_sys::RelationRelationId,
@@ -1273,6 +1306,91 @@ mod _eventtime {
                     pipeline: name.clone(),
                 }
                 .raise()
+            }
+        }
+    }
+
+    /// Called by the event trigger `eventtime_object_change` after an `ALTER` of a function,
+    /// operator, type, collation or schema, with the objects it changed (`classids[i]`,
+    /// `objids[i]`). The aggregates' expressions are kept as text, with the names of what they call:
+    /// after a rename or a move to another schema of something an expression of a pipeline uses
+    /// (or of the schema of such a thing), every insert into its source would fail, so the `ALTER`
+    /// is refused, naming the pipeline, as a rename of a used column is. Other changes (an owner, a
+    /// comment, a setting) pass.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn check_names(
+        classids: Option<Vec<Option<pg_sys::Oid>>>,
+        objids: Option<Vec<Option<pg_sys::Oid>>>,
+    ) {
+        let classids: Vec<pg_sys::Oid> =
+            classids.unwrap_or_default().into_iter().flatten().collect();
+        let objids: Vec<pg_sys::Oid> = objids.unwrap_or_default().into_iter().flatten().collect();
+        if objids.is_empty() {
+            return;
+        }
+        let names: Vec<String> = as_catalog_owner(|| {
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT DISTINCT p.name FROM _eventtime.pipeline p \
+                         JOIN pg_trigger t ON t.tgrelid = p.source::oid AND t.tgname = 'eventtime_ingest_p' || p.id \
+                         JOIN pg_depend d ON d.classid = 'pg_trigger'::regclass AND d.objid = t.oid \
+                         JOIN unnest($1::oid[], $2::oid[]) AS c(classid, objid) \
+                           ON (d.refclassid = c.classid AND d.refobjid = c.objid) \
+                           OR (c.classid = 'pg_namespace'::regclass AND c.objid = CASE d.refclassid \
+                                 WHEN 'pg_proc'::regclass THEN (SELECT pronamespace FROM pg_proc WHERE oid = d.refobjid) \
+                                 WHEN 'pg_type'::regclass THEN (SELECT typnamespace FROM pg_type WHERE oid = d.refobjid) \
+                                 WHEN 'pg_operator'::regclass THEN (SELECT oprnamespace FROM pg_operator WHERE oid = d.refobjid) \
+                                 WHEN 'pg_collation'::regclass THEN (SELECT collnamespace FROM pg_collation WHERE oid = d.refobjid) \
+                               END) \
+                         ORDER BY p.name",
+                        None,
+                        &[classids.into(), objids.into()],
+                    )
+                    .expect("catalog read")
+                    .map(|r| r.get::<String>(1).expect("name").expect("name"))
+                    .collect()
+            })
+        });
+        for name in names {
+            let p = catalog::load(&name);
+            let source = Spi::get_one_with_args::<String>(
+                "SELECT $1::regclass::text",
+                &[p.source_oid.into()],
+            )
+            .expect("source name")
+            .unwrap_or_default();
+            for a in &p.def.aggs {
+                let Some(e) = &a.spec.expr else { continue };
+                // The expression as the trigger reads it, resolved again (nothing runs).
+                let sql = format!("SELECT ({}) FROM ONLY {source} AS {}", e.sql, AggExpr::ROW);
+                // As the owner, whose rights on the schemas the trigger's statements use.
+                let failed = PgTryBuilder::new(|| {
+                    p.as_owner(|| {
+                        Spi::connect(|client| client.prepare(sql.as_str(), &[]).map(|_| ()))
+                            .err()
+                            .map(|e| e.to_string())
+                    })
+                })
+                .catch_others(|e| match e {
+                    pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+                    | pgrx::pg_sys::panic::CaughtError::ErrorReport(r) => {
+                        Some(r.message().to_string())
+                    }
+                    other => other.rethrow(),
+                })
+                .execute();
+                if let Some(error) = failed {
+                    EtError::NameInUse {
+                        pipeline: name.clone(),
+                        aggregate: a.spec.alias.clone(),
+                        // As the user wrote it: the row's alias is the extension's own.
+                        expression: e.sql.replace(&format!("{}.", AggExpr::ROW), ""),
+                        error,
+                    }
+                    .raise()
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
-//! The `aggregates` argument of `create_pipeline`: a comma-separated list of
-//! `count(*)`, `count(col)`, `sum(col)`, `min(col)`, `max(col)` or `avg(col)`, each `AS name`.
-//! Names follow SQL: unquoted names fold to lower case, double-quoted names are taken as written.
+//! The aggregates of a pipeline: `count(*)`, `count(x)`, `sum(x)`, `min(x)`, `max(x)` or
+//! `avg(x)`, each `AS name`, where `x` is a column of the source or an immutable expression over
+//! its row, with an optional `FILTER (WHERE ...)`. PostgreSQL's own parser reads the list
+//! (`pg::aggparse`); this module keeps what it found.
 //!
 //! Each aggregate is kept in the window state as an accumulator that two partial results can be
 //! merged into (see [`AggFunc`]); the published value is computed from the accumulator.
@@ -30,7 +31,8 @@ impl AggFunc {
         }
     }
 
-    fn parse(name: &str) -> Option<AggFunc> {
+    /// The function of an unqualified (or `pg_catalog`) aggregate name.
+    pub fn from_name(name: &str) -> Option<AggFunc> {
         Some(match name {
             "count" => AggFunc::Count,
             "sum" => AggFunc::Sum,
@@ -42,221 +44,46 @@ impl AggFunc {
     }
 }
 
-/// One aggregate as the user wrote it. `arg` is `None` for `count(*)`.
+/// One aggregate as the user wrote it. `arg` is the column of `func(column)`; `None` for
+/// `count(*)` and for an argument that is an expression or has a `FILTER`, which `expr` holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AggSpec {
     pub func: AggFunc,
     pub arg: Option<String>,
     pub alias: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expr: Option<AggExpr>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
-    /// 1-based character position in the aggregate list.
-    pub position: usize,
-    pub message: String,
-    pub hint: Option<String>,
+/// An argument that is more than a column: PostgreSQL's own deparse of it over the source row
+/// aliased [`AggExpr::ROW`], every name in it qualified as `search_path = pg_catalog, pg_temp`
+/// needs. A `FILTER (WHERE f)` is folded into it as `CASE WHEN f THEN arg END` (`THEN 1` for
+/// `count(*)`): the five aggregates skip NULLs, so the aggregate of that is the filtered one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggExpr {
+    pub sql: String,
+    /// The source columns it reads.
+    pub columns: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident { text: String, quoted: bool },
-    LParen,
-    RParen,
-    Star,
-    Comma,
+impl AggExpr {
+    /// The alias of the source row the expression's columns are qualified with.
+    pub const ROW: &'static str = "_et_src";
 }
 
-fn tokenize(input: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
-    let chars: Vec<char> = input.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let pos = i + 1;
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '(' => {
-                out.push((pos, Tok::LParen));
-                i += 1;
-            }
-            ')' => {
-                out.push((pos, Tok::RParen));
-                i += 1;
-            }
-            '*' => {
-                out.push((pos, Tok::Star));
-                i += 1;
-            }
-            ',' => {
-                out.push((pos, Tok::Comma));
-                i += 1;
-            }
-            '"' => {
-                let mut text = String::new();
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => {
-                            return Err(ParseError {
-                                position: pos,
-                                message: "unterminated quoted name in aggregate list".into(),
-                                hint: None,
-                            })
-                        }
-                        Some('"') if chars.get(i + 1) == Some(&'"') => {
-                            text.push('"');
-                            i += 2;
-                        }
-                        Some('"') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(&c) => {
-                            text.push(c);
-                            i += 1;
-                        }
-                    }
-                }
-                if text.is_empty() {
-                    return Err(ParseError {
-                        position: pos,
-                        message: "zero-length quoted name in aggregate list".into(),
-                        hint: None,
-                    });
-                }
-                out.push((pos, Tok::Ident { text, quoted: true }));
-            }
-            c if c.is_alphabetic() || c == '_' => {
-                let mut text = String::new();
-                while let Some(&c) = chars.get(i) {
-                    if c.is_alphanumeric() || c == '_' || c == '$' {
-                        text.extend(c.to_lowercase());
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-                out.push((
-                    pos,
-                    Tok::Ident {
-                        text,
-                        quoted: false,
-                    },
-                ));
-            }
-            other => {
-                return Err(ParseError {
-                    position: pos,
-                    message: format!("unexpected character \"{other}\" in aggregate list"),
-                    hint: Some(HINT.into()),
-                })
-            }
+impl AggSpec {
+    /// Whether the aggregate has an argument (a column or an expression): all but `count(*)`.
+    pub fn has_arg(&self) -> bool {
+        self.arg.is_some() || self.expr.is_some()
+    }
+
+    /// The source columns the aggregate reads.
+    pub fn columns(&self) -> Vec<&str> {
+        match &self.expr {
+            Some(e) => e.columns.iter().map(String::as_str).collect(),
+            None => self.arg.iter().map(String::as_str).collect(),
         }
     }
-    Ok(out)
-}
-
-const HINT: &str = "Write a list such as 'count(*) AS orders, sum(amount) AS revenue'; \
-the functions are count, sum, min, max and avg, each over one column of the source table.";
-
-pub fn parse(input: &str) -> Result<Vec<AggSpec>, ParseError> {
-    let toks = tokenize(input)?;
-    let end = input.chars().count() + 1;
-    let mut i = 0;
-    let mut out = Vec::new();
-    let err = |position: usize, message: String| ParseError {
-        position,
-        message,
-        hint: Some(HINT.into()),
-    };
-    let at = |i: usize| toks.get(i).map(|t| t.0).unwrap_or(end);
-    loop {
-        let (fpos, fname) = match toks.get(i) {
-            Some((
-                p,
-                Tok::Ident {
-                    text,
-                    quoted: false,
-                },
-            )) => (*p, text.clone()),
-            _ => {
-                return Err(err(
-                    at(i),
-                    "expected an aggregate function in aggregate list".into(),
-                ))
-            }
-        };
-        let func = AggFunc::parse(&fname).ok_or_else(|| ParseError {
-            position: fpos,
-            message: format!("aggregate function \"{fname}\" is not supported"),
-            hint: Some(HINT.into()),
-        })?;
-        i += 1;
-        if toks.get(i).map(|t| &t.1) != Some(&Tok::LParen) {
-            return Err(err(
-                at(i),
-                format!("expected \"(\" after \"{fname}\" in aggregate list"),
-            ));
-        }
-        i += 1;
-        let arg = match toks.get(i) {
-            Some((_, Tok::Star)) if func == AggFunc::Count => None,
-            Some((p, Tok::Star)) => {
-                return Err(err(
-                    *p,
-                    format!("{fname}(*) is not an aggregate; only count(*) takes \"*\""),
-                ))
-            }
-            Some((_, Tok::Ident { text, .. })) => Some(text.clone()),
-            _ => {
-                return Err(err(
-                    at(i),
-                    format!("expected a column name or \"*\" in {fname}()"),
-                ))
-            }
-        };
-        i += 1;
-        if toks.get(i).map(|t| &t.1) != Some(&Tok::RParen) {
-            return Err(err(
-                at(i),
-                format!("expected \")\" to close {fname}(); each aggregate takes one column"),
-            ));
-        }
-        i += 1;
-        if let Some((
-            _,
-            Tok::Ident {
-                text,
-                quoted: false,
-            },
-        )) = toks.get(i)
-        {
-            if text == "as" {
-                i += 1;
-            }
-        }
-        let alias = match toks.get(i) {
-            Some((_, Tok::Ident { text, .. })) => text.clone(),
-            _ => {
-                return Err(ParseError {
-                    position: at(i),
-                    message: format!("aggregate {fname}() has no name"),
-                    hint: Some(format!(
-                        "Name each aggregate, for example '{fname}(...) AS total'."
-                    )),
-                })
-            }
-        };
-        i += 1;
-        out.push(AggSpec { func, arg, alias });
-        match toks.get(i) {
-            None => break,
-            Some((_, Tok::Comma)) => i += 1,
-            Some((p, _)) => return Err(err(*p, "expected \",\" between aggregates".into())),
-        }
-    }
-    Ok(out)
 }
 
 /// How an `avg` accumulates: PostgreSQL's `avg` returns numeric for integer and numeric input,
@@ -328,22 +155,20 @@ impl ResolvedAgg {
     /// window. `filter` (empty, or ` FILTER (WHERE ...)`) follows each aggregate call.
     pub fn partials(&self, i: usize, filter: &str) -> Vec<String> {
         let v = Self::arg_column(i);
-        let mut out = vec![
-            match (self.spec.func, self.spec.arg.is_some(), self.avg_kind) {
-                (AggFunc::Count, false, _) => format!("count(*){filter}"),
-                (AggFunc::Count, true, _) => format!("count({v}){filter}"),
-                (AggFunc::Sum, _, _) => format!("sum({v}){filter}"),
-                (AggFunc::Min, _, _) => format!("min({v}){filter}"),
-                (AggFunc::Max, _, _) => format!("max({v}){filter}"),
-                (AggFunc::Avg, _, Some(AvgKind::Numeric)) => {
-                    format!("sum({v}){filter}::numeric")
-                }
-                (AggFunc::Avg, _, Some(AvgKind::Float)) => {
-                    format!("sum({v}::double precision){filter}")
-                }
-                (AggFunc::Avg, _, _) => format!("sum({v}){filter}"),
-            },
-        ];
+        let mut out = vec![match (self.spec.func, self.spec.has_arg(), self.avg_kind) {
+            (AggFunc::Count, false, _) => format!("count(*){filter}"),
+            (AggFunc::Count, true, _) => format!("count({v}){filter}"),
+            (AggFunc::Sum, _, _) => format!("sum({v}){filter}"),
+            (AggFunc::Min, _, _) => format!("min({v}){filter}"),
+            (AggFunc::Max, _, _) => format!("max({v}){filter}"),
+            (AggFunc::Avg, _, Some(AvgKind::Numeric)) => {
+                format!("sum({v}){filter}::numeric")
+            }
+            (AggFunc::Avg, _, Some(AvgKind::Float)) => {
+                format!("sum({v}::double precision){filter}")
+            }
+            (AggFunc::Avg, _, _) => format!("sum({v}){filter}"),
+        }];
         if self.avg_kind.is_some() {
             out.push(format!("count({v}){filter}"));
         }
@@ -356,7 +181,7 @@ impl ResolvedAgg {
     pub fn one_row_partials(&self, arg: Option<String>) -> Vec<String> {
         let v = arg.unwrap_or_default();
         let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
-        let mut out = vec![match (self.spec.func, self.spec.arg.is_some()) {
+        let mut out = vec![match (self.spec.func, self.spec.has_arg()) {
             (AggFunc::Count, false) => "1::bigint".to_string(),
             (AggFunc::Count, true) => present.clone(),
             _ => format!("({v})::{}", self.acc_type),
@@ -459,57 +284,6 @@ impl ResolvedAgg {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spec(func: AggFunc, arg: Option<&str>, alias: &str) -> AggSpec {
-        AggSpec {
-            func,
-            arg: arg.map(String::from),
-            alias: alias.into(),
-        }
-    }
-
-    #[test]
-    fn parses_the_spec_example() {
-        let got = parse("count(*) AS orders, sum(amount) AS revenue").unwrap();
-        assert_eq!(
-            got,
-            vec![
-                spec(AggFunc::Count, None, "orders"),
-                spec(AggFunc::Sum, Some("amount"), "revenue")
-            ]
-        );
-    }
-
-    #[test]
-    fn names_fold_unless_quoted_and_as_is_optional() {
-        let got =
-            parse(" MAX( Amount )  Top , avg(\"Net \"\"Value\"\"\") AS \"Mean Net\"").unwrap();
-        assert_eq!(
-            got,
-            vec![
-                spec(AggFunc::Max, Some("amount"), "top"),
-                spec(AggFunc::Avg, Some("Net \"Value\""), "Mean Net")
-            ]
-        );
-    }
-
-    #[test]
-    fn rejects_what_is_not_in_the_grammar() {
-        for (input, pos) in [
-            ("median(x) AS m", 1),
-            ("sum(*) AS s", 5),
-            ("sum(a, b) AS s", 6),
-            ("count(*)", 9),
-            ("count(*) AS n sum(x) AS s", 15),
-            ("sum(a) AS s,", 13),
-            ("sum(a) AS s; DROP TABLE t", 12),
-            ("", 1),
-            ("sum(\"a) AS s", 5),
-        ] {
-            let e = parse(input).unwrap_err();
-            assert_eq!(e.position, pos, "{input}: {e:?}");
-        }
-    }
 
     #[test]
     fn avg_kinds_follow_postgres_result_types() {

@@ -152,6 +152,18 @@ pub enum EtError {
         type_name: String,
         limit: String,
     },
+    /// 2BP01: an ALTER would rename something an aggregate's expression names.
+    NameInUse {
+        pipeline: String,
+        aggregate: String,
+        expression: String,
+        error: String,
+    },
+    /// 42P17: an aggregate's argument or FILTER calls a function that is not immutable.
+    MutableAggregateExpression {
+        aggregate: String,
+        what: &'static str,
+    },
 }
 
 impl EtError {
@@ -187,6 +199,8 @@ impl EtError {
             WrongContext { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             ColumnInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
             AccumulatorOverflow { .. } => ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            MutableAggregateExpression { .. } => ERRCODE_INVALID_OBJECT_DEFINITION,
+            NameInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
         }
     }
 
@@ -199,6 +213,16 @@ impl EtError {
                 format!("source \"{source}\" of pipeline \"{pipeline}\" does not exist")
             }
             DuplicatePipeline { name } => format!("pipeline \"{name}\" already exists"),
+            NameInUse {
+                pipeline,
+                aggregate,
+                ..
+            } => format!(
+                "cannot change the name or schema of what aggregate \"{aggregate}\" of pipeline \"{pipeline}\" uses"
+            ),
+            MutableAggregateExpression { aggregate, what } => {
+                format!("the {what} of aggregate \"{aggregate}\" is not immutable")
+            }
             AccumulatorOverflow {
                 pipeline,
                 aggregate,
@@ -330,6 +354,11 @@ impl EtError {
         use EtError::*;
         match self {
             InvalidParameter { detail, .. } => detail.clone(),
+            NameInUse {
+                expression, error, ..
+            } => Some(format!(
+                "The aggregate reads {expression}, kept by name; after the change it reads: {error}. Every insert into the pipeline's source would fail. Nothing was changed."
+            )),
             NameTooLong { limit, .. } => Some(format!(
                 "The views of a pipeline are named after it with a suffix of up to 12 bytes such as \"_provisional\"; pipeline names can have at most {limit} bytes."
             )),
@@ -388,6 +417,13 @@ impl EtError {
                     .into(),
             ),
             InvalidParameter { hint, .. } => hint.clone(),
+            NameInUse { pipeline, .. } => Some(format!(
+                "Keep the name, or drop the pipeline with eventtime.drop_pipeline('{pipeline}'), make the change and create the pipeline again."
+            )),
+            MutableAggregateExpression { .. } => Some(
+                "A pipeline computes an aggregate's argument again when it restates a window, from the row as it was stored: use immutable functions and operators only (now(), random() and casts between text and timestamptz are not; write such values into a column of the source instead)."
+                    .into(),
+            ),
             NotSupported { hint, .. } => Some(hint.clone()),
             UndefinedColumn { hint, .. } => hint.clone(),
             WroteInTransaction { .. } => Some(

@@ -1,5 +1,6 @@
 //! PostgreSQL glue: errors, the catalog, and small SPI helpers.
 
+pub mod aggparse;
 pub mod announce;
 pub mod catalog;
 pub mod error;

@@ -170,6 +170,21 @@ $$;
 CREATE EVENT TRIGGER eventtime_table_change ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE')
     EXECUTE FUNCTION _eventtime.on_table_change();
 
+-- The aggregates' expressions are kept as text that names what they call: a rename or a move to
+-- another schema of such a function, operator, type or collation, or of its schema, is refused.
+CREATE FUNCTION _eventtime.on_object_change() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM _eventtime.check_names(pg_catalog.array_agg(c.classid), pg_catalog.array_agg(c.objid))
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c;
+END
+$$;
+CREATE EVENT TRIGGER eventtime_object_change ON ddl_command_end
+    WHEN TAG IN ('ALTER FUNCTION', 'ALTER PROCEDURE', 'ALTER ROUTINE', 'ALTER OPERATOR', 'ALTER TYPE',
+                 'ALTER DOMAIN', 'ALTER COLLATION', 'ALTER SCHEMA')
+    EXECUTE FUNCTION _eventtime.on_object_change();
+
 -- A pipeline's trigger depends on the source columns it reads and on the source's unique index
 -- that is its ledger of event ids, so a plain DROP of one is refused by PostgreSQL. DROP ...
 -- CASCADE would drop the trigger with it and leave the pipeline blind to every row written after:

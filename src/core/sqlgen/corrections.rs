@@ -48,16 +48,14 @@ impl PipelineDef {
         let kr = prefix(&self.key_names(Some("r")));
         let kb = prefix(&self.key_names(Some("b")));
         let km = prefix(&self.key_names(Some("m")));
-        let args: String =
-            self.aggs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, a)| {
-                    a.spec.arg.as_ref().map(|c| {
-                        format!(", x.{} AS {}", quote_ident(c), ResolvedAgg::arg_column(i))
-                    })
-                })
-                .collect();
+        let args: String = self
+            .aggs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                Self::arg_over(a, "x").map(|v| format!(", {v} AS {}", ResolvedAgg::arg_column(i)))
+            })
+            .collect();
         let partials = self.partials("");
         let mut merged = Vec::new();
         let mut j = 0;
@@ -105,7 +103,7 @@ impl PipelineDef {
             typed = if args.is_empty() {
                 String::new()
             } else {
-                format!(" {}", self.typed_row("r"))
+                format!(" {}{}", self.typed_row("r"), self.expression_row("x"))
             },
             partials = partials
                 .iter()

@@ -171,16 +171,14 @@ impl PipelineDef {
         let et = quote_ident(&self.event_time);
         let ws = quote_ident(WINDOW_START_COLUMN);
         let we = quote_ident(WINDOW_END_COLUMN);
-        let args: String =
-            self.aggs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, a)| {
-                    a.spec.arg.as_ref().map(|c| {
-                        format!("r.{} AS {}, ", quote_ident(c), ResolvedAgg::arg_column(i))
-                    })
-                })
-                .collect();
+        let args: String = self
+            .aggs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                Self::arg_over(a, "r").map(|v| format!("{v} AS {}, ", ResolvedAgg::arg_column(i)))
+            })
+            .collect();
         let eid = match &self.event_id {
             Some(c) => format!("r.{}", quote_ident(&c.name)),
             None => "NULL::text".to_string(),
@@ -192,10 +190,11 @@ impl PipelineDef {
                       {landing} AS _et_landing,\n\
                       CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}'{rn_minus} END AS _et_doc{ord}{rn_col}\n\
                FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
-                     FROM {rows} n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r\n\
+                     FROM {rows} n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r{expression_row}\n\
                CROSS JOIN wm\n\
              ),\n",
             wm = self.watermark_cte(),
+            expression_row = self.expression_row("r"),
             materialized = if materialized { "" } else { "NOT " },
             // Only dedup reads the order of the rows, from a materialized `cls`.
             ord = if materialized && self.ledger().is_some() {
@@ -705,10 +704,19 @@ impl PipelineDef {
 
     /// The partial aggregates of [`Self::partials`] over one row whose aggregate argument `c` is
     /// the expression `arg(c)`.
+    /// An expression argument is read from field `x<i>` of the single-row path's record
+    /// ([`Self::one_row_var`]); the front, which has none, never meets one.
     pub(super) fn one_row_partials(&self, arg: impl Fn(&str) -> String) -> Vec<String> {
         self.aggs
             .iter()
-            .flat_map(|a| a.one_row_partials(a.spec.arg.as_deref().map(&arg)))
+            .enumerate()
+            .flat_map(|(i, a)| {
+                let v = match (&a.spec.expr, &a.spec.arg) {
+                    (Some(_), _) => Some(format!("{FN_LABEL}.v_row.x{i}")),
+                    (None, c) => c.as_deref().map(&arg),
+                };
+                a.one_row_partials(v)
+            })
             .collect()
     }
 

@@ -14,7 +14,7 @@
 //! pipelines run in `src/core/snapshots/`: a change to the generated SQL is reviewed as a diff
 //! of those files (`UPDATE_SNAPSHOTS=1 cargo pgrx test` writes them anew).
 
-use super::aggregates::ResolvedAgg;
+use super::aggregates::{AggExpr, ResolvedAgg};
 use super::ident::{quote_ident, quote_literal};
 use super::model::SINGLE_SOURCE;
 pub use super::model::{Column, PipelineDef};
@@ -416,6 +416,32 @@ impl PipelineDef {
             .collect()
     }
 
+    /// Whether some aggregate's argument is an expression ([`AggSpec::expr`]).
+    pub fn has_expressions(&self) -> bool {
+        self.aggs.iter().any(|a| a.spec.expr.is_some())
+    }
+
+    /// What a `FROM` item over source rows aliased `row` is followed by so that the aggregates'
+    /// expressions can read them: the row again, as [`AggExpr::ROW`] (a subquery the planner
+    /// pulls up), when some aggregate has one.
+    pub(super) fn expression_row(&self, row: &str) -> String {
+        if self.has_expressions() {
+            format!(" CROSS JOIN LATERAL (SELECT {row}.*) {}", AggExpr::ROW)
+        } else {
+            String::new()
+        }
+    }
+
+    /// The argument of aggregate `a` over the source row `row` (with [`Self::expression_row`]):
+    /// `None` for `count(*)`.
+    pub(super) fn arg_over(a: &ResolvedAgg, row: &str) -> Option<String> {
+        match (&a.spec.expr, &a.spec.arg) {
+            (Some(e), _) => Some(format!("({})", e.sql)),
+            (None, Some(c)) => Some(format!("{row}.{}", quote_ident(c))),
+            (None, None) => None,
+        }
+    }
+
     /// The source columns the pipeline's statements name: event time, keys, event id and the
     /// aggregates' arguments, each once.
     pub fn used_columns(&self) -> Vec<&str> {
@@ -425,7 +451,7 @@ impl PipelineDef {
             .iter()
             .map(|k| k.name.as_str())
             .chain(self.event_id.iter().map(|c| c.name.as_str()))
-            .chain(self.aggs.iter().filter_map(|a| a.spec.arg.as_deref()))
+            .chain(self.aggs.iter().flat_map(|a| a.spec.columns()))
             .chain(self.offsets.iter().flat_map(|o| {
                 std::iter::once(o.column.as_str()).chain(o.source_column.as_deref())
             }));

@@ -26,6 +26,7 @@ impl PipelineDef {
         ) && !self.window.multi()
             && self.watermark_lag.is_none()
             && self.uses_late_deltas()
+            && !self.has_expressions()
     }
 
     /// The PL/pgSQL trigger function: the trigger's own function, or, behind a front, the
@@ -423,12 +424,19 @@ impl PipelineDef {
             .iter()
             .enumerate()
             .map(|(i, c)| format!(", r.{} AS c{i}", quote_ident(c)))
+            .chain(self.aggs.iter().enumerate().filter_map(|(i, a)| {
+                a.spec
+                    .expr
+                    .as_ref()
+                    .map(|e| format!(", ({}) AS x{i}", e.sql))
+            }))
             .collect();
         // Only the single-row path and the try of a plain ledger insert read it.
         let first_row = if self.reads_first_row() {
             format!(
                 "SELECT (SELECT count(*) FROM (SELECT FROM new_rows LIMIT {FRESH_BULK_ROWS}) n) AS n{reads}\n\
-                 INTO v_row FROM new_rows r LIMIT 1;\n"
+                 INTO v_row FROM new_rows r{} LIMIT 1;\n",
+                self.expression_row("r")
             )
         } else {
             String::new()

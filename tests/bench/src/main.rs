@@ -1151,6 +1151,72 @@ fn workload_a_cumulate(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> R
     ])
 }
 
+/// (a) with expressions (SPEC §3 *Aggregates*): the same `COPY` without event ids into a
+/// pipeline whose aggregates are expressions with `FILTER`, against a pipeline with as many
+/// aggregates over plain columns and against the table alone, in turns. After the firing, every
+/// window must equal PostgreSQL's `GROUP BY` of the same expressions over the table.
+fn workload_a_expressions(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<Vec<Row>> {
+    println!(
+        "(a) expressions: COPY of {} events without event ids, aggregates over expressions and FILTER",
+        num(s.a_events)
+    );
+    const COLUMNS: &str =
+        "count(*) AS n, sum(amount) AS total, sum(amount) AS big, count(amount) AS small";
+    const EXPRESSIONS: &str = "count(*) AS n, sum(amount) AS total, \
+        sum(amount * 2 + 1) FILTER (WHERE amount > 50) AS big, count(*) FILTER (WHERE amount < 10) AS small";
+    let with = |aggregates: &str| {
+        CREATE_PIPELINE_NO_IDS.replace(
+            "'count(*) AS n, sum(amount) AS total'",
+            &format!("'{aggregates}'"),
+        )
+    };
+    let (columns, expressions) = (with(COLUMNS), with(EXPRESSIONS));
+    if columns == CREATE_PIPELINE_NO_IDS {
+        return Err("the pipelines' definitions did not take their aggregates".into());
+    }
+    let sides = [(0, "plain"), (1, "columns"), (2, "expressions")];
+    let t = turns("(a) expressions", &sides, opts.runs, |side| {
+        reset_with(
+            c,
+            [None, Some(columns.as_str()), Some(expressions.as_str())][side],
+        )?;
+        settle(c)?;
+        let d = timed(|| copy_in(c, data))?;
+        if side == 2 {
+            advance(c, "infinity")?;
+            let differences = scalar(
+                c,
+                &format!(
+                    "SELECT count(*) FROM ((SELECT k, window_start, n, total, big, small FROM bench_latest \
+                       EXCEPT SELECT k, {FLOOR_WINDOW}, {EXPRESSIONS} FROM ev GROUP BY 1, 2) \
+                     UNION ALL (SELECT k, {FLOOR_WINDOW}, {EXPRESSIONS} FROM ev GROUP BY 1, 2 \
+                       EXCEPT SELECT k, window_start, n, total, big, small FROM bench_latest)) d"
+                ),
+            )?;
+            if differences != 0 {
+                return Err(format!(
+                    "{differences} windows differ from GROUP BY of the same expressions"
+                ));
+            }
+        }
+        Ok(d)
+    })?;
+    Ok(vec![
+        Row::times(
+            "(a) the same `COPY` without ids, 2 of 4 aggregates over expressions with `FILTER` vs 4 over columns"
+                .to_string(),
+            t[2],
+            t[1],
+        ),
+        Row::times(
+            "(a) the same `COPY` without ids, 2 of 4 aggregates over expressions with `FILTER` vs plain `COPY`"
+                .to_string(),
+            t[2],
+            t[0],
+        ),
+    ])
+}
+
 /// (a) with offsets: the same `COPY` into a pipeline whose rows carry offsets (SPEC §12), against
 /// the table alone and the floor, which groups the rows into the state by hand and moves one
 /// committed offset to the greatest of the load, in the `COPY`'s transaction.
@@ -2023,6 +2089,7 @@ fn run() -> Res<Vec<String>> {
         a_triggers = Some((group, read, no_ids.without.value()));
         let offsets = workload_a_offsets(&mut c, &opts, &a_data, &s)?;
         let cumulate = workload_a_cumulate(&mut c, &opts, &a_data, &s)?;
+        let expressions = workload_a_expressions(&mut c, &opts, &a_data, &s)?;
         let indexed = workload_a_indexed(&mut c, &opts, &a_data, &s)?;
         let (row, plain, arrays, trigger) = workload_a(&mut c, &opts, &a_data, &s)?;
         a_arrays = Some((arrays, trigger, row.without.value()));
@@ -2032,6 +2099,7 @@ fn run() -> Res<Vec<String>> {
         rows.push(no_ids);
         rows.push(offsets);
         rows.extend(cumulate);
+        rows.extend(expressions);
     }
     if opts.wants('e') {
         // The last measurement of (a) is a pipeline side: its load is still there.

@@ -134,12 +134,12 @@ FROM (VALUES
     (7, 'sum(v) AS s) --'),
     (8, ''),
     (9, 'sum(v, amount) AS s'),
-    (10, 'sum(v + 1) AS s'),
+    (10, 'sum(v) + 1 AS s'),
     (11, 'count(*) AS "unterminated'),
     (12, 'sum(v) AS s extra'),
     (13, 'count(*) AS n count(*) AS m'),
     (14, 'count() AS n'),
-    (15, 'pg_catalog.sum(v) AS s'),
+    (15, 'public.sum(v) AS s'),
     (16, 'count(DISTINCT v) AS n'),
     (17, 'sum(v) AS ""')
 ) AS a(n, list)

@@ -413,8 +413,11 @@ pub fn calendar_monthly() -> Config {
         lateness: 3 * DAY,
         lateness_sql: "3 days",
         advance: 4 * DAY,
-        aggregates: "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo",
-        aliases: vec!["n", "total", "mean_qty", "lo"],
+        aggregates:
+            "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo, \
+                     sum(amount * qty) FILTER (WHERE qty > 2) AS big_revenue, \
+                     count(*) FILTER (WHERE amount IS NULL OR amount < 10) AS small",
+        aliases: vec!["n", "total", "mean_qty", "lo", "big_revenue", "small"],
         steps: 80,
         start: utc("2023-11-01 00:00"),
     }
@@ -528,8 +531,10 @@ pub fn sessions_per_user() -> SessionConfig {
         lateness_sql: "30 minutes",
         advance: 15 * MINUTE,
         aggregates: "count(*) AS clicks, sum(amount) AS total, avg(amount) AS mean, \
-                     max(amount) AS hi, count(note) AS notes",
-        aliases: vec!["clicks", "total", "mean", "hi", "notes"],
+                     max(amount) AS hi, count(note) AS notes, \
+                     max(length(note)) FILTER (WHERE amount > 20) AS longest, \
+                     sum(CASE WHEN note IS NULL THEN 1 ELSE 0 END) AS bare",
+        aliases: vec!["clicks", "total", "mean", "hi", "notes", "longest", "bare"],
         steps: 90,
         start: utc("2026-05-01 08:00"),
     }
