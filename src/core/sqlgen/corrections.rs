@@ -49,12 +49,9 @@ impl PipelineDef {
         let kb = prefix(&self.key_names(Some("b")));
         let km = prefix(&self.key_names(Some("m")));
         let args: String = self
-            .aggs
+            .arg_items("x")
             .iter()
-            .enumerate()
-            .filter_map(|(i, a)| {
-                Self::arg_over(a, "x").map(|v| format!(", {v} AS {}", ResolvedAgg::arg_column(i)))
-            })
+            .map(|v| format!(", {v}"))
             .collect();
         let partials = self.partials("");
         let mut merged = Vec::new();

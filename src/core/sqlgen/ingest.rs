@@ -171,14 +171,7 @@ impl PipelineDef {
         let et = quote_ident(&self.event_time);
         let ws = quote_ident(WINDOW_START_COLUMN);
         let we = quote_ident(WINDOW_END_COLUMN);
-        let args: String = self
-            .aggs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| {
-                Self::arg_over(a, "r").map(|v| format!("{v} AS {}, ", ResolvedAgg::arg_column(i)))
-            })
-            .collect();
+        let args: String = self.arg_items("r").into_iter().map(|v| v + ", ").collect();
         let eid = match &self.event_id {
             Some(c) => format!("r.{}", quote_ident(&c.name)),
             None => "NULL::text".to_string(),

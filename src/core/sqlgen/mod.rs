@@ -434,12 +434,24 @@ impl PipelineDef {
 
     /// The argument of aggregate `a` over the source row `row` (with [`Self::expression_row`]):
     /// `None` for `count(*)`.
-    pub(super) fn arg_over(a: &ResolvedAgg, row: &str) -> Option<String> {
+    fn arg_over(a: &ResolvedAgg, row: &str) -> Option<String> {
         match (&a.spec.expr, &a.spec.arg) {
             (Some(e), _) => Some(format!("({})", e.sql)),
             (None, Some(c)) => Some(format!("{row}.{}", quote_ident(c))),
             (None, None) => None,
         }
+    }
+
+    /// The aggregates' arguments over the source row `row`, each as `<argument> AS _et_v<i>`
+    /// ([`ResolvedAgg::arg_column`]), for the aggregates that have one.
+    pub(super) fn arg_items(&self, row: &str) -> Vec<String> {
+        self.aggs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                Self::arg_over(a, row).map(|v| format!("{v} AS {}", ResolvedAgg::arg_column(i)))
+            })
+            .collect()
     }
 
     /// The source columns the pipeline's statements name: event time, keys, event id and the
