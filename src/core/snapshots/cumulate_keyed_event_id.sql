@@ -55,7 +55,7 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS NOT MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc, r."_et_row" AS _et_rn
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r.*) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc, r."_et_row" AS _et_rn
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM (SELECT t.*, pg_catalog.row_number() OVER () AS "_et_row" FROM new_rows t) n LEFT JOIN LATERAL _eventtime.cumulate(n."ordered_at", 'days 1', 'us 3600000000', 0, 'Europe/Berlin') w ON true OFFSET 0) r
 CROSS JOIN wm
@@ -140,7 +140,7 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r.*) - '_et_window_start' - '_et_window_end' - '_et_row' END AS _et_doc,
 pg_catalog.row_number() OVER () AS _et_ord, r."_et_row" AS _et_rn
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM (SELECT t.*, pg_catalog.row_number() OVER () AS "_et_row" FROM new_rows t) n LEFT JOIN LATERAL _eventtime.cumulate(n."ordered_at", 'days 1', 'us 3600000000', 0, 'Europe/Berlin') w ON true OFFSET 0) r

@@ -51,7 +51,7 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r.*) - '_et_window_start' - '_et_window_end' END AS _et_doc,
 pg_catalog.row_number() OVER () AS _et_ord
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '0:30:00.000000' AS window_end FROM (SELECT CASE WHEN n."ordered_at" > '-infinity'::timestamptz AND n."ordered_at" <= '294276-12-31T23:29:59.999999Z'::timestamptz THEN n."ordered_at" END AS s) x) w ON true OFFSET 0) r

@@ -98,7 +98,7 @@ SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history
 ELSE
 n_refused := 1;
 INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
-SELECT r."store", r."order_id", r."ordered_at", to_jsonb(r), pg_eventtime.v_ws, pg_eventtime.v_we, pg_eventtime.v_we + interval '24:00:00.000000', pg_eventtime.v_w
+SELECT r."store", r."order_id", r."ordered_at", to_jsonb(r.*), pg_eventtime.v_ws, pg_eventtime.v_we, pg_eventtime.v_we + interval '24:00:00.000000', pg_eventtime.v_w
 FROM new_rows r;
 END IF;
 ELSE
@@ -116,7 +116,7 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS NOT MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r.*) - '_et_window_start' - '_et_window_end' END AS _et_doc
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS s) x) w ON true OFFSET 0) r
 CROSS JOIN wm
@@ -192,7 +192,7 @@ FROM _eventtime.pipeline p WHERE p.id = 7
 cls AS MATERIALIZED (
 SELECT r."store", r."_et_window_start", r."_et_window_end", r."order_id" AS _et_eid, r."ordered_at" AS _et_et, r."amount" AS "_et_v1", 
 CASE WHEN r."_et_window_end" IS NULL THEN 4 WHEN r."_et_window_end" > wm.w_open THEN 1 WHEN r."_et_window_end" > wm.w_late THEN 2 ELSE 3 END AS _et_landing,
-CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r) - '_et_window_start' - '_et_window_end' END AS _et_doc,
+CASE WHEN r."_et_window_end" <= wm.w_late THEN to_jsonb(r.*) - '_et_window_start' - '_et_window_end' END AS _et_doc,
 pg_catalog.row_number() OVER () AS _et_ord
 FROM (SELECT n.*, w.window_start AS "_et_window_start", w.window_end AS "_et_window_end"
 FROM new_rows n LEFT JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(n."ordered_at", 86400000000, -946684800000000) AS s) x) w ON true OFFSET 0) r

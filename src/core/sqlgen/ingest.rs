@@ -181,7 +181,7 @@ impl PipelineDef {
              cls AS {materialized}MATERIALIZED (\n\
                SELECT {kr}r.{ws}, r.{we}, {eid} AS _et_eid, r.{et} AS _et_et, {args}\n\
                       {landing} AS _et_landing,\n\
-                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r) - '{ws_name}' - '{we_name}'{rn_minus} END AS _et_doc{ord}{rn_col}\n\
+                      CASE WHEN r.{we} <= wm.w_late THEN to_jsonb(r.*) - '{ws_name}' - '{we_name}'{rn_minus} END AS _et_doc{ord}{rn_col}\n\
                FROM (SELECT n.*, w.window_start AS {ws}, w.window_end AS {we}\n\
                      FROM {rows} n LEFT JOIN LATERAL {windows} w ON true OFFSET 0) r{expression_row}\n\
                CROSS JOIN wm\n\

@@ -228,7 +228,7 @@ impl PipelineDef {
             et = self.one_row_var(&self.event_time),
             late = self.late_version_insert(&format!("{} u", self.table("state")), &format!("u.ctid = {FN_LABEL}.v_tid"), &format!("{FN_LABEL}.v_w")),
             refused = self.refused_insert(
-                &format!("{kr}{eid}, r.{}, to_jsonb(r)", quote_ident(&self.event_time)),
+                &format!("{kr}{eid}, r.{}, to_jsonb(r.*)", quote_ident(&self.event_time)),
                 (&format!("{FN_LABEL}.v_ws"), &format!("{FN_LABEL}.v_we")),
                 &format!("{FN_LABEL}.v_w"),
                 "FROM new_rows r",

@@ -138,3 +138,16 @@ DROP FUNCTION ex_app.net(numeric);
 DROP VIEW ex_expected;
 DROP TABLE ex_sales, ex_clicks;
 DROP SCHEMA ex_app, ex_other;
+
+-- A source column named r, as the ingest statement calls the row, is a column like any other:
+-- the refused row's document is the whole row, with or without expressions.
+CREATE TABLE ex_r (at timestamptz, r int);
+SELECT eventtime.create_pipeline('ex_r', 'ex_r', 'at', '1 hour', aggregates => 'sum(r * 2) AS s');
+SELECT eventtime.create_pipeline('ex_r2', 'ex_r', 'at', '1 hour', aggregates => 'sum(r) AS s');
+INSERT INTO ex_r VALUES ('2026-01-01 10:00+00', 1);
+SELECT count(*) FROM eventtime.advance_watermark('ex_r', '2026-01-01 12:00+00');
+SELECT count(*) FROM eventtime.advance_watermark('ex_r2', '2026-01-01 12:00+00');
+INSERT INTO ex_r VALUES ('2026-01-01 10:30+00', 5);
+SELECT row FROM ex_r_refused UNION ALL SELECT row FROM ex_r2_refused;
+SELECT eventtime.drop_pipeline('ex_r');
+SELECT eventtime.drop_pipeline('ex_r2');
