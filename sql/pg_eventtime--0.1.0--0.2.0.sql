@@ -162,6 +162,15 @@ WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolna
 -- CASCADE would drop the trigger with it and leave the pipeline blind to every row written after:
 -- that is refused too, naming the pipeline. A trigger dropped with its table (DROP TABLE, DROP
 -- SCHEMA, a partition dropped), by drop_pipeline itself, or with the extension is not concerned.
+-- The pipeline whose trigger is named `trigger`, whoever asks: the catalog's rows are each
+-- owner's own, and a role that drops what another role's pipeline uses must be told (the
+-- trigger's comment names the pipeline too).
+CREATE FUNCTION _eventtime.pipeline_of_trigger(trigger text) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.name FROM _eventtime.pipeline p
+    WHERE ('eventtime_ingest_p' OPERATOR(pg_catalog.||) p.id) OPERATOR(pg_catalog.=) trigger
+$$;
 CREATE FUNCTION _eventtime.on_drop() RETURNS event_trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
@@ -173,9 +182,8 @@ BEGIN
             FROM pg_catalog.pg_event_trigger_dropped_objects() o WHERE o.original) AS what
     INTO hit
     FROM pg_catalog.pg_event_trigger_dropped_objects() t
-    JOIN _eventtime.pipeline p
-      ON t.address_names[3] OPERATOR(pg_catalog.=) ('eventtime_ingest_p' OPERATOR(pg_catalog.||) p.id)
-    WHERE t.object_type OPERATOR(pg_catalog.=) 'trigger' AND NOT t.original
+    CROSS JOIN LATERAL (SELECT _eventtime.pipeline_of_trigger(t.address_names[3]) AS name) p
+    WHERE t.object_type OPERATOR(pg_catalog.=) 'trigger' AND NOT t.original AND p.name IS NOT NULL
       AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() d
                       WHERE d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['table', 'foreign table', 'extension'])
                         AND (d.address_names OPERATOR(pg_catalog.=) t.address_names[1:2]
