@@ -8,12 +8,12 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::PgRelation;
 
-use crate::core::aggregates::{AggExpr, AggFunc, AvgKind, ResolvedAgg};
+use crate::core::aggregates::{AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, ResolvedAgg};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, Offsets, PipelineDef};
 use crate::core::sqlgen::{
-    FEED_SUFFIX, INTERNAL_PREFIX, RESERVED_COLUMNS, ROW_NUMBER_COLUMN, SYSTEM_COLUMNS,
-    VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
+    FEED_SUFFIX, INTERNAL_PREFIX, INTERNAL_SCHEMA, RESERVED_COLUMNS, ROW_NUMBER_COLUMN,
+    SYSTEM_COLUMNS, VIEW_SUFFIXES, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
 };
 use crate::core::time::{fixed_micros, MICROS_PER_DAY};
 use crate::core::window::{self, Period, Span, WindowSpec, Zone};
@@ -566,6 +566,137 @@ fn type_name(t: pg_sys::Oid) -> String {
         .unwrap_or_default()
 }
 
+/// The functions of aggregate `agg` (an oid of `pg_aggregate`), called as `spec` says, in a
+/// pipeline of `owner`; refused with 0A000 when a pipeline cannot keep its state (see
+/// [`GenericAgg`]), and with 42501 when `owner` may not execute one of its functions.
+fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAgg {
+    let row = Spi::connect(|client| {
+        let r = client
+            .select(
+                        "SELECT a.aggfnoid::regprocedure::text, a.aggkind::text, a.aggcombinefn::oid, \
+                        t.typtype::text, format_type(a.aggtranstype, NULL), \
+                        format('%I.%I', tn.nspname, tp.proname), tp.proisstrict, \
+                        CASE WHEN cp.oid IS NOT NULL THEN format('%I.%I', cn.nspname, cp.proname) END, cp.proisstrict, \
+                        CASE WHEN a.aggfinalfn <> 0 THEN format('%I.%I', fn.nspname, fp.proname) END, a.aggfinalextra, \
+                        format_type(p.proargtypes[0], NULL), at.typtype::text, a.agginitval, \
+                        a.aggtranstype = 'double precision[]'::regtype AND tn.nspname = 'pg_catalog' \
+                        AND tp.proname IN ('float8_accum', 'float4_accum', 'float8_regr_accum'), \
+                        a.aggtransfn::oid, a.aggfinalfn::oid \
+                        FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid \
+                        JOIN pg_type t ON t.oid = a.aggtranstype JOIN pg_type at ON at.oid = p.proargtypes[0] \
+                        JOIN pg_proc tp ON tp.oid = a.aggtransfn JOIN pg_namespace tn ON tn.oid = tp.pronamespace \
+                        LEFT JOIN pg_proc cp ON cp.oid = a.aggcombinefn LEFT JOIN pg_namespace cn ON cn.oid = cp.pronamespace \
+                        LEFT JOIN pg_proc fp ON fp.oid = a.aggfinalfn LEFT JOIN pg_namespace fn ON fn.oid = fp.pronamespace \
+                        WHERE a.aggfnoid = $1",
+                None,
+                &[agg.into()],
+            )
+            .expect("pg_aggregate read")
+            .first();
+        let text = |i: usize| r.get::<String>(i).expect("text column");
+        let flag = |i: usize| r.get::<bool>(i).expect("bool column").unwrap_or(false);
+        let oid = |i: usize| {
+            r.get::<pg_sys::Oid>(i)
+                .expect("oid column")
+                .unwrap_or(pg_sys::InvalidOid)
+        };
+        (
+            text(1).unwrap_or_default(),
+            text(2).unwrap_or_default(),
+            oid(3),
+            text(4).unwrap_or_default(),
+            (
+                text(5).unwrap_or_default(),
+                text(6).unwrap_or_default(),
+                flag(7),
+            ),
+            (text(8), flag(9), text(10), flag(11)),
+            (text(12).unwrap_or_default(), text(13).unwrap_or_default()),
+            text(14),
+            flag(15),
+            [oid(16), oid(3), oid(17)],
+        )
+    });
+    let (aggregate, kind, combine, state_kind, trans, comb, arg, initcond, bounded, functions) =
+        row;
+    let (state_type, transfn, trans_strict) = trans;
+    let (combinefn, combine_strict, finalfn, final_extra) = comb;
+    let (arg_type, arg_kind) = arg;
+    let alias = &spec.alias;
+    let refuse = |why: &str, hint: &str| -> ! {
+        EtError::NotSupported {
+            message: format!(
+                "aggregate {aggregate} of \"{alias}\" is not supported in a pipeline: {why}"
+            ),
+            hint: hint.to_string(),
+        }
+        .raise()
+    };
+    if kind != "n" {
+        refuse(
+            "it is an ordered-set or hypothetical-set aggregate",
+            "A window's state is combined from partials in no particular order.",
+        );
+    }
+    if combine == pg_sys::InvalidOid {
+        refuse(
+            "it has no combine function",
+            "A window's state is merged from partial states, as PostgreSQL's parallel aggregation does: give the aggregate a COMBINEFUNC, or use one that has one.",
+        );
+    }
+    if state_type == "internal" {
+        refuse(
+            "its transition state is internal, which a pipeline does not keep yet",
+            "stddev, variance and their kinds keep an array of double precision for a double precision argument: write stddev(x::double precision).",
+        );
+    }
+    if state_kind == "p" || arg_kind == "p" {
+        refuse(
+            "its argument or transition type is polymorphic",
+            "Use an aggregate whose argument and transition types are ordinary types.",
+        );
+    }
+    if !trans_strict || !combine_strict {
+        refuse(
+            "its transition or combine function is not strict",
+            "A pipeline passes FILTER as a NULL argument and merges NULL states as strict functions do: declare them STRICT.",
+        );
+    }
+    for f in functions.into_iter().filter(|f| *f != pg_sys::InvalidOid) {
+        let allowed = Spi::get_one_with_args::<bool>(
+            "SELECT has_function_privilege($1, $2, 'EXECUTE')",
+            &[owner.into(), f.into()],
+        )
+        .expect("privilege read")
+        .unwrap_or(false);
+        if !allowed {
+            EtError::PermissionDenied {
+                message: format!(
+                    "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
+                    security::role_name(owner),
+                    Spi::get_one_with_args::<String>("SELECT $1::regprocedure::text", &[f.into()])
+                        .expect("function name")
+                        .unwrap_or_default()
+                ),
+                hint: "The pipeline runs the aggregate's functions as the source table's owner: grant it EXECUTE on them.".into(),
+            }
+            .raise()
+        }
+    }
+    GenericAgg {
+        aggregate,
+        transfn,
+        combinefn: combinefn.unwrap_or_default(),
+        finalfn,
+        final_extra,
+        arg_type,
+        state_type,
+        initcond,
+        bounded,
+        helper: String::new(),
+    }
+}
+
 fn aggregate_exists(func: AggFunc, t: pg_sys::Oid) -> bool {
     Spi::get_one_with_args::<bool>(
         "SELECT EXISTS (SELECT 1 FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid JOIN pg_type t ON t.oid = $2 \
@@ -884,7 +1015,8 @@ fn create_pipeline(
                 let base_oid = unsafe { pg_sys::getBaseType(c.type_oid) };
                 let kind = avg_kind_of(s.func, base_oid);
                 let ok = match s.func {
-                    AggFunc::Count => true,
+                    // Resolved by the analysis, with PostgreSQL's own errors.
+                    AggFunc::Count | AggFunc::Generic => true,
                     AggFunc::Avg => kind.is_some(),
                     _ => aggregate_exists(s.func, base_oid),
                 };
@@ -922,8 +1054,8 @@ fn create_pipeline(
         .iter()
         .map(|s| {
             let expr = match (&s.expr, &s.arg) {
-                (Some(e), _) => format!("{}({})", s.func.name(), e.sql),
-                (None, Some(a)) => format!("{}({})", s.func.name(), quote_ident(a)),
+                (Some(e), _) => format!("{}({})", s.call_name(), e.sql),
+                (None, Some(a)) => format!("{}({})", s.call_name(), quote_ident(a)),
                 (None, None) => "count(*)".to_string(),
             };
             format!("pg_typeof({expr})::text")
@@ -948,16 +1080,23 @@ fn create_pipeline(
                 .collect()
         })
     });
+    let generics: Vec<Option<GenericAgg>> = specs
+        .iter()
+        .zip(&analysed.functions)
+        .map(|(s, f)| (s.func == AggFunc::Generic).then(|| generic_of(*f, s, owner)))
+        .collect();
     let resolved: Vec<ResolvedAgg> = specs
         .into_iter()
         .zip(result_types)
         .zip(avg_kinds)
-        .map(|((spec, result_type), avg_kind)| {
-            let acc_type = match (spec.func, avg_kind) {
-                (AggFunc::Count, _) => "bigint".to_string(),
-                (_, Some(AvgKind::Numeric)) => "numeric".to_string(),
-                (_, Some(AvgKind::Float)) => "double precision".to_string(),
-                (_, Some(AvgKind::Interval)) => "interval".to_string(),
+        .zip(generics)
+        .map(|(((spec, result_type), avg_kind), generic)| {
+            let acc_type = match (spec.func, avg_kind, &generic) {
+                (_, _, Some(g)) => g.state_type.clone(),
+                (AggFunc::Count, _, _) => "bigint".to_string(),
+                (_, Some(AvgKind::Numeric), _) => "numeric".to_string(),
+                (_, Some(AvgKind::Float), _) => "double precision".to_string(),
+                (_, Some(AvgKind::Interval), _) => "interval".to_string(),
                 _ => result_type.clone(),
             };
             ResolvedAgg {
@@ -965,6 +1104,7 @@ fn create_pipeline(
                 result_type,
                 acc_type,
                 avg_kind,
+                generic,
             }
         })
         .collect();
@@ -1060,7 +1200,24 @@ fn create_pipeline(
     // catalog owner creates objects; they are handed to the table's owner before anything runs
     // them. The trigger and the views are the owner's own DDL, made as the owner.
     def.id = id;
+    if def.aggs.iter().any(|a| a.generic.is_some()) {
+        // The helper objects of the aggregates are named from the pipeline's id.
+        for (i, a) in def.aggs.iter_mut().enumerate() {
+            if let Some(g) = a.generic.as_mut() {
+                g.helper = format!("{INTERNAL_SCHEMA}.p{id}_a{i}");
+            }
+        }
+        let definition = serde_json::to_string(&def).expect("definition serializes");
+        as_catalog_owner(|| {
+            Spi::run_with_args(
+                "UPDATE _eventtime.pipeline SET definition = $1::jsonb WHERE id = $2",
+                &[definition.as_str().into(), id.into()],
+            )
+            .expect("catalog update")
+        });
+    }
     let mut internal = def.create_tables();
+    internal.extend(def.aggs.iter().flat_map(|a| a.helper_ddl()));
     internal.push(def.create_trigger_function());
     internal.extend(def.create_front_function());
     internal.extend(def.hand_over(&security::role_name(owner)));
@@ -1121,6 +1278,31 @@ fn create_pipeline(
         .chain(id_index.map(|index| (index, 0)));
     // And on what the aggregates' expressions use, as a view's rule does.
     analysed.record_dependencies(&depender);
+    // And on the aggregates' helper objects, which depend on the aggregates' functions: a DROP
+    // ... CASCADE of one of those reaches the trigger, and is refused by the event trigger.
+    for (_, signature) in def.aggs.iter().flat_map(|a| a.helpers()) {
+        let helper = as_catalog_owner(|| {
+            Spi::get_one_with_args::<pg_sys::Oid>(
+                "SELECT to_regprocedure($1)::oid",
+                &[signature.as_str().into()],
+            )
+            .expect("helper lookup")
+            .expect("the helper was just created")
+        });
+        let referenced = pg_sys::ObjectAddress {
+            classId: pg_sys::ProcedureRelationId,
+            objectId: helper,
+            objectSubId: 0,
+        };
+        // SAFETY: as below.
+        unsafe {
+            pg_sys::recordDependencyOn(
+                &depender,
+                &referenced,
+                pg_sys::DependencyType::DEPENDENCY_NORMAL,
+            )
+        };
+    }
     for (object, sub) in referenced {
         let referenced = pg_sys::ObjectAddress {
             classId: pg_sys::RelationRelationId,

@@ -1,14 +1,15 @@
 //! The aggregates of a pipeline: `count(*)`, `count(x)`, `sum(x)`, `min(x)`, `max(x)` or
-//! `avg(x)`, each `AS name`, where `x` is a column of the source or an immutable expression over
-//! its row, with an optional `FILTER (WHERE ...)`. PostgreSQL's own parser reads the list
-//! (`pg::aggparse`); this module keeps what it found.
+//! `avg(x)`, or any other aggregate of one argument with a combine function and a transition
+//! type that is an ordinary type ([`GenericAgg`]), each `AS name`, where `x` is a column of the
+//! source or an immutable expression over its row, with an optional `FILTER (WHERE ...)`.
+//! PostgreSQL's own parser reads the list (`pg::aggparse`); this module keeps what it found.
 //!
 //! Each aggregate is kept in the window state as an accumulator that two partial results can be
 //! merged into (see [`AggFunc`]); the published value is computed from the accumulator.
 
 use serde::{Deserialize, Serialize};
 
-use super::ident::quote_ident;
+use super::ident::{quote_ident, quote_literal};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -18,6 +19,8 @@ pub enum AggFunc {
     Min,
     Max,
     Avg,
+    /// Any other aggregate: its name is [`AggSpec::function`], its functions [`GenericAgg`].
+    Generic,
 }
 
 impl AggFunc {
@@ -28,6 +31,7 @@ impl AggFunc {
             AggFunc::Min => "min",
             AggFunc::Max => "max",
             AggFunc::Avg => "avg",
+            AggFunc::Generic => "aggregate",
         }
     }
 
@@ -53,6 +57,9 @@ pub struct AggSpec {
     pub alias: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expr: Option<AggExpr>,
+    /// For [`AggFunc::Generic`]: the aggregate's name as written, each part quoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
 }
 
 /// An argument that is more than a column: PostgreSQL's own deparse of it over the source row
@@ -75,6 +82,11 @@ impl AggSpec {
     /// Whether the aggregate has an argument (a column or an expression): all but `count(*)`.
     pub fn has_arg(&self) -> bool {
         self.arg.is_some() || self.expr.is_some()
+    }
+
+    /// The name the aggregate is called by.
+    pub fn call_name(&self) -> &str {
+        self.function.as_deref().unwrap_or(self.func.name())
     }
 
     /// The source columns the aggregate reads.
@@ -108,6 +120,44 @@ impl AvgKind {
     }
 }
 
+/// An aggregate other than the five, computed by its own functions as PostgreSQL's partial
+/// aggregation does: a statement's rows go through its transition function (from its initial
+/// condition), partials meet through its combine function, every version is its final
+/// function's result. Its transition type is an ordinary type (not `internal`, not
+/// polymorphic), which the state column keeps, and its transition and combine functions are
+/// strict, so a `FILTER` folded into the argument (see [`AggExpr`]) skips rows as `FILTER` does.
+///
+/// The pipeline owns five helper objects per such aggregate, named from [`GenericAgg::helper`]
+/// ([`ResolvedAgg::helper_ddl`]): the aggregates `_part(arg)` (the transition function without
+/// the final one: a statement's partial) and `_comb(state)` (the combine function as a
+/// transition function: a window's state rows into one), and the SQL functions `_merge(state,
+/// state)`, `_one(arg)` (the partial of one row) and `_final(state)`. The SQL functions' bodies
+/// are kept parsed (`BEGIN ATOMIC`) and the aggregates name their functions by oid, so a rename
+/// of a function they call changes nothing; dropping one is refused as a dependency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenericAgg {
+    /// The aggregate, as `regprocedure` shows it.
+    pub aggregate: String,
+    /// The transition, combine and final functions, each as a quoted qualified name.
+    pub transfn: String,
+    pub combinefn: String,
+    pub finalfn: Option<String>,
+    /// Whether the final function takes NULLs of the argument type after the state.
+    pub final_extra: bool,
+    /// The aggregate's declared argument type and its transition type, as `format_type` gives.
+    pub arg_type: String,
+    pub state_type: String,
+    pub initcond: Option<String>,
+    /// Whether the state is one of PostgreSQL's moments (`double precision[]` of a count and
+    /// sums, as `stddev`, `variance`, `corr`, `covar_*` and `regr_*` of floats keep), whose
+    /// elements are kept within a bound at ingest (see `pg::overflow`): their combine function
+    /// fails on an overflow, which would otherwise fail the window's firing.
+    pub bounded: bool,
+    /// The schema-qualified prefix of the helper objects: `_eventtime.p<id>_a<i>`.
+    #[serde(default)]
+    pub helper: String,
+}
+
 /// An aggregate with the types resolved against the source table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResolvedAgg {
@@ -119,6 +169,9 @@ pub struct ResolvedAgg {
     pub acc_type: String,
     /// Set for `avg` only.
     pub avg_kind: Option<AvgKind>,
+    /// Set for [`AggFunc::Generic`] only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generic: Option<GenericAgg>,
 }
 
 /// The algebra of a resolved aggregate in a pipeline's window state: its accumulator columns,
@@ -155,6 +208,9 @@ impl ResolvedAgg {
     /// window. `filter` (empty, or ` FILTER (WHERE ...)`) follows each aggregate call.
     pub fn partials(&self, i: usize, filter: &str) -> Vec<String> {
         let v = Self::arg_column(i);
+        if let Some(g) = &self.generic {
+            return vec![format!("{}_part(({v})::{}){filter}", g.helper, g.arg_type)];
+        }
         let mut out = vec![match (self.spec.func, self.spec.has_arg(), self.avg_kind) {
             (AggFunc::Count, false, _) => format!("count(*){filter}"),
             (AggFunc::Count, true, _) => format!("count({v}){filter}"),
@@ -167,7 +223,7 @@ impl ResolvedAgg {
             (AggFunc::Avg, _, Some(AvgKind::Float)) => {
                 format!("sum({v}::double precision){filter}")
             }
-            (AggFunc::Avg, _, _) => format!("sum({v}){filter}"),
+            (AggFunc::Avg, _, _) | (AggFunc::Generic, _, _) => format!("sum({v}){filter}"),
         }];
         if self.avg_kind.is_some() {
             out.push(format!("count({v}){filter}"));
@@ -180,6 +236,9 @@ impl ResolvedAgg {
     /// (NULL for NULL), and a count is 1 or 0.
     pub fn one_row_partials(&self, arg: Option<String>) -> Vec<String> {
         let v = arg.unwrap_or_default();
+        if let Some(g) = &self.generic {
+            return vec![format!("{}_one(({v})::{})", g.helper, g.arg_type)];
+        }
         let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
         let mut out = vec![match (self.spec.func, self.spec.has_arg()) {
             (AggFunc::Count, false) => "1::bigint".to_string(),
@@ -192,10 +251,13 @@ impl ResolvedAgg {
         out
     }
 
-    /// Whether the accumulator column ([`Self::acc_column`]) is a sum, which can overflow when
-    /// state rows are added up (the count beside an `avg` is not: it counts rows).
+    /// Whether the accumulator column ([`Self::acc_column`]) is a sum, or holds sums, which can
+    /// overflow when state rows are added up (the count beside an `avg` is not: it counts rows).
     pub fn sums(&self) -> bool {
-        matches!(self.spec.func, AggFunc::Sum | AggFunc::Avg)
+        match &self.generic {
+            Some(g) => g.bounded,
+            None => matches!(self.spec.func, AggFunc::Sum | AggFunc::Avg),
+        }
     }
 
     /// `SET` items that merge a statement's partials (`excluded`) into the stored state (`s`).
@@ -209,13 +271,19 @@ impl ResolvedAgg {
     /// The items of [`Self::merges`] as (column, expression): the accumulator first.
     pub fn merge_items(&self, i: usize) -> Vec<(String, String)> {
         let c = Self::acc_column(i);
+        if let Some(g) = &self.generic {
+            return vec![(
+                c.clone(),
+                format!("{}_merge(s.{c}, excluded.{c})", g.helper),
+            )];
+        }
         let mut out = vec![(
             c.clone(),
             match self.spec.func {
                 AggFunc::Count => format!("s.{c} + excluded.{c}"),
                 AggFunc::Min => format!("LEAST(s.{c}, excluded.{c})"),
                 AggFunc::Max => format!("GREATEST(s.{c}, excluded.{c})"),
-                AggFunc::Sum | AggFunc::Avg => format!(
+                AggFunc::Sum | AggFunc::Avg | AggFunc::Generic => format!(
                     "CASE WHEN s.{c} IS NULL THEN excluded.{c} WHEN excluded.{c} IS NULL THEN s.{c} ELSE s.{c} + excluded.{c} END"
                 ),
             },
@@ -232,11 +300,14 @@ impl ResolvedAgg {
     pub fn combine(&self, i: usize) -> Vec<String> {
         let c = Self::acc_column(i);
         let t = &self.acc_type;
+        if let Some(g) = &self.generic {
+            return vec![format!("{}_comb({c})", g.helper)];
+        }
         let mut out = vec![match self.spec.func {
             AggFunc::Count => format!("sum({c})::bigint"),
             AggFunc::Min => format!("min({c})"),
             AggFunc::Max => format!("max({c})"),
-            AggFunc::Sum | AggFunc::Avg => format!("sum({c})::{t}"),
+            AggFunc::Sum | AggFunc::Avg | AggFunc::Generic => format!("sum({c})::{t}"),
         }];
         if self.avg_kind.is_some() {
             out.push(format!("sum({})::bigint", Self::acc_n_column(i)));
@@ -250,11 +321,14 @@ impl ResolvedAgg {
     pub fn merge_values(&self, i: usize, old: &str, new: &[String]) -> Vec<String> {
         let c = format!("{old}.{}", Self::acc_column(i));
         let p = &new[0];
+        if let Some(g) = &self.generic {
+            return vec![format!("{}_merge({c}, {p})", g.helper)];
+        }
         let mut out = vec![match self.spec.func {
             AggFunc::Count => format!("coalesce({c}, 0) + {p}"),
             AggFunc::Min => format!("LEAST({c}, {p})"),
             AggFunc::Max => format!("GREATEST({c}, {p})"),
-            AggFunc::Sum | AggFunc::Avg => format!(
+            AggFunc::Sum | AggFunc::Avg | AggFunc::Generic => format!(
                 "CASE WHEN {c} IS NULL THEN {p} WHEN {p} IS NULL THEN {c} ELSE {c} + {p} END"
             ),
         }];
@@ -272,18 +346,164 @@ impl ResolvedAgg {
     pub fn final_value(&self, i: usize, u: &str) -> String {
         let c = format!("{u}.{}", Self::acc_column(i));
         let n = format!("{u}.{}", Self::acc_n_column(i));
-        let e = match self.avg_kind {
-            None => c,
-            Some(AvgKind::Interval) => format!("{c} / NULLIF({n}, 0)::double precision"),
-            Some(_) => format!("{c} / NULLIF({n}, 0)"),
+        let e = match (self.avg_kind, &self.generic) {
+            (_, Some(g)) => format!("{}_final({c})", g.helper),
+            (None, _) => c,
+            (Some(AvgKind::Interval), _) => format!("{c} / NULLIF({n}, 0)::double precision"),
+            (Some(_), _) => format!("{c} / NULLIF({n}, 0)"),
         };
         format!("({e})::{}", self.result_type)
+    }
+}
+
+/// The helper objects of a [`GenericAgg`] (see there).
+impl ResolvedAgg {
+    /// The statements that create the helper objects, in dependency order; none for the five.
+    pub fn helper_ddl(&self) -> Vec<String> {
+        let Some(g) = &self.generic else {
+            return Vec::new();
+        };
+        let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
+        let init = g.initcond.as_deref().map(quote_literal);
+        let initcond = init
+            .as_ref()
+            .map(|i| format!(", INITCOND = {i}"))
+            .unwrap_or_default();
+        // A strict transition function skips NULL inputs; from a NULL initial condition the
+        // first input is the state, as PostgreSQL does it.
+        let one = match &init {
+            Some(i) => format!(
+                "CASE WHEN v IS NULL THEN {i}::{st} ELSE {}({i}::{st}, v) END",
+                g.transfn
+            ),
+            None => format!("v::{st}"),
+        };
+        let fin = match &g.finalfn {
+            Some(f) if g.final_extra => format!("{f}(s, NULL::{arg})"),
+            Some(f) => format!("{f}(s)"),
+            None => "s".to_string(),
+        };
+        vec![
+            format!(
+                "CREATE AGGREGATE {h}_part({arg}) (SFUNC = {}, STYPE = {st}{initcond})",
+                g.transfn
+            ),
+            format!(
+                "CREATE AGGREGATE {h}_comb({st}) (SFUNC = {}, STYPE = {st}{initcond})",
+                g.combinefn
+            ),
+            format!(
+                "CREATE FUNCTION {h}_merge(a {st}, b {st}) RETURNS {st} LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE {}(a, b) END; END",
+                g.combinefn
+            ),
+            format!(
+                "CREATE FUNCTION {h}_one(v {arg}) RETURNS {st} LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {one}; END"
+            ),
+            format!(
+                "CREATE FUNCTION {h}_final(s {st}) RETURNS {} LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {fin}; END",
+                self.result_type
+            ),
+        ]
+    }
+
+    /// The helper objects as (`AGGREGATE` or `FUNCTION`, signature), dependents first.
+    pub fn helpers(&self) -> Vec<(&'static str, String)> {
+        let Some(g) = &self.generic else {
+            return Vec::new();
+        };
+        let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
+        vec![
+            ("FUNCTION", format!("{h}_final({st})")),
+            ("FUNCTION", format!("{h}_one({arg})")),
+            ("FUNCTION", format!("{h}_merge({st}, {st})")),
+            ("AGGREGATE", format!("{h}_comb({st})")),
+            ("AGGREGATE", format!("{h}_part({arg})")),
+        ]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stddev() -> ResolvedAgg {
+        ResolvedAgg {
+            spec: AggSpec {
+                func: AggFunc::Generic,
+                arg: Some("amount".into()),
+                alias: "sd".into(),
+                expr: None,
+                function: Some("stddev".into()),
+            },
+            result_type: "double precision".into(),
+            acc_type: "double precision[]".into(),
+            avg_kind: None,
+            generic: Some(GenericAgg {
+                aggregate: "stddev(double precision)".into(),
+                transfn: "pg_catalog.float8_accum".into(),
+                combinefn: "pg_catalog.float8_combine".into(),
+                finalfn: Some("pg_catalog.float8_stddev_samp".into()),
+                final_extra: false,
+                arg_type: "double precision".into(),
+                state_type: "double precision[]".into(),
+                initcond: Some("{0,0,0}".into()),
+                bounded: true,
+                helper: "_eventtime.p7_a2".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn generic_aggregates_go_through_their_helpers() {
+        let a = stddev();
+        assert_eq!(
+            a.partials(2, " FILTER (WHERE x)"),
+            vec![r#"_eventtime.p7_a2_part(("_et_v2")::double precision) FILTER (WHERE x)"#]
+        );
+        assert_eq!(
+            a.one_row_partials(Some("v.amount".into())),
+            vec!["_eventtime.p7_a2_one((v.amount)::double precision)"]
+        );
+        assert_eq!(
+            a.merge_values(2, "m", &["p".into()]),
+            vec![r#"_eventtime.p7_a2_merge(m."_et_a2", p)"#]
+        );
+        assert_eq!(a.combine(2), vec![r#"_eventtime.p7_a2_comb("_et_a2")"#]);
+        assert_eq!(
+            a.final_value(2, "u"),
+            r#"(_eventtime.p7_a2_final(u."_et_a2"))::double precision"#
+        );
+        assert!(a.sums(), "float moments are bounded at ingest");
+        let ddl = a.helper_ddl();
+        assert_eq!(ddl.len(), a.helpers().len());
+        assert!(ddl[0].starts_with("CREATE AGGREGATE _eventtime.p7_a2_part(double precision) (SFUNC = pg_catalog.float8_accum, STYPE = double precision[], INITCOND = '{0,0,0}')"));
+        // One row from the initial condition, a NULL argument skipped as a strict function does.
+        assert!(ddl[3].contains("CASE WHEN v IS NULL THEN '{0,0,0}'::double precision[] ELSE pg_catalog.float8_accum('{0,0,0}'::double precision[], v) END"));
+        assert!(ddl[4].contains("pg_catalog.float8_stddev_samp(s)"));
+        // Dropped dependents first: the functions, then the aggregates.
+        assert_eq!(
+            a.helpers()[4],
+            (
+                "AGGREGATE",
+                "_eventtime.p7_a2_part(double precision)".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn a_generic_aggregate_without_initial_condition_starts_from_its_first_value() {
+        let mut a = stddev();
+        let g = a.generic.as_mut().unwrap();
+        g.initcond = None;
+        g.finalfn = None;
+        let ddl = a.helper_ddl();
+        assert!(!ddl[0].contains("INITCOND"));
+        assert!(ddl[3].contains("SELECT v::double precision[]"));
+        assert!(ddl[4].contains("BEGIN ATOMIC SELECT s; END"));
+    }
 
     #[test]
     fn avg_kinds_follow_postgres_result_types() {

@@ -182,10 +182,12 @@ pub(crate) fn sample() -> PipelineDef {
                     arg: None,
                     alias: "orders".into(),
                     expr: None,
+                    function: None,
                 },
                 result_type: "bigint".into(),
                 acc_type: "bigint".into(),
                 avg_kind: None,
+                generic: None,
             },
             ResolvedAgg {
                 spec: AggSpec {
@@ -193,10 +195,12 @@ pub(crate) fn sample() -> PipelineDef {
                     arg: Some("amount".into()),
                     alias: "mean".into(),
                     expr: None,
+                    function: None,
                 },
                 result_type: "numeric".into(),
                 acc_type: "numeric".into(),
                 avg_kind: Some(AvgKind::Numeric),
+                generic: None,
             },
         ],
     }

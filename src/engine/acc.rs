@@ -182,6 +182,7 @@ impl Accumulator {
         .flatten()?;
         let storage = Storage::of(acc);
         let op = match agg.spec.func {
+            AggFunc::Generic => return None,
             AggFunc::Count if arg.is_none() => Op::CountStar,
             AggFunc::Count => Op::Count,
             AggFunc::Sum | AggFunc::Avg => {

@@ -2,7 +2,8 @@
 //! select list of `SELECT <list> FROM ONLY <source>`, which the server's parser reads
 //! ([`parse`]) and its parse analysis resolves ([`Parsed::analyze`]), so that names fold and
 //! quote, operators, casts, `CASE` and functions resolve, and errors are worded exactly as in any
-//! query. Each item must be one call of `count`, `sum`, `min`, `max` or `avg` with a name; its
+//! query. Each item must be one call of an aggregate with a name (`count`, `sum`, `min`, `max` and
+//! `avg` by accumulators of their own, any other as `core::aggregates::GenericAgg` says); its
 //! argument, and its `FILTER (WHERE ...)`, may be any expression over the source row that
 //! PostgreSQL deems immutable, without subqueries, aggregates, window functions or functions
 //! returning sets. An argument that is a column stays a column ([`AggSpec::arg`]); any other,
@@ -27,8 +28,9 @@ use crate::core::ident::quote_ident;
 use super::error::EtError;
 
 const HINT: &str = "Write a list such as 'count(*) AS orders, sum(price * quantity) AS revenue'; \
-each item is count, sum, min, max or avg of a column or an immutable expression of the source \
-row, with an optional FILTER (WHERE ...), and a name.";
+each item is an aggregate (count, sum, min, max, avg, or one with a combine function such as \
+stddev or bool_and) of a column or an immutable expression of the source row, with an optional \
+FILTER (WHERE ...), and a name.";
 
 /// What precedes the list in the query PostgreSQL reads: positions in it are moved back by this.
 const PREFIX: &str = "SELECT ";
@@ -210,21 +212,19 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         // SAFETY: a function name is a list of String nodes.
         let parts: Vec<String> = names.iter_ptr().map(|n| unsafe { str_value(n) }).collect();
         let fname = parts.last().cloned().unwrap_or_default();
+        // The five by their own accumulators; any other name is resolved by the analysis.
         let func = match parts.len() {
             1 => AggFunc::from_name(&fname),
             2 if parts[0] == "pg_catalog" => AggFunc::from_name(&fname),
             _ => None,
         }
-        .unwrap_or_else(|| {
-            syntax(
-                text,
-                call.location,
-                format!(
-                    "aggregate function \"{}\" is not supported",
-                    parts.join(".")
-                ),
-                None,
-            )
+        .unwrap_or(AggFunc::Generic);
+        let function = (func == AggFunc::Generic).then(|| {
+            parts
+                .iter()
+                .map(|p| quote_ident(p))
+                .collect::<Vec<_>>()
+                .join(".")
         });
         if !call.over.is_null() {
             not_supported(
@@ -241,7 +241,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         if !call.agg_order.is_null() || call.agg_within_group {
             not_supported(
                 format!("{fname}() with ORDER BY is not supported in a pipeline"),
-                "count, sum, min, max and avg do not depend on the order of their rows: write the aggregate without ORDER BY.",
+                "A window's state is combined from partials in no particular order: write the aggregate without ORDER BY (ordered-set aggregates such as percentile_cont are not supported yet).",
             );
         }
         if call.func_variadic {
@@ -257,6 +257,12 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
                 call.location,
                 format!("{fname}(*) is not an aggregate; only count(*) takes \"*\""),
                 None,
+            );
+        }
+        if func == AggFunc::Generic && args.len() > 1 {
+            not_supported(
+                format!("{fname}() of {} arguments is not supported in a pipeline yet", args.len()),
+                "Aggregates of one argument are supported; for corr, covar_* and regr_*, compute the sums they need with sum() of products.",
             );
         }
         if !call.agg_star && args.len() != 1 {
@@ -302,6 +308,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
             arg: column,
             alias,
             expr: None,
+            function,
         });
     }
     if specs.is_empty() {
@@ -322,6 +329,8 @@ pub struct Analysed {
     nodes: Vec<*mut pg_sys::Node>,
     /// Per aggregate: the type of its expression argument (`None`: `count(*)`, or a column).
     pub expr_types: Vec<Option<pg_sys::Oid>>,
+    /// Per aggregate: the aggregate function PostgreSQL resolved the call to.
+    pub functions: Vec<pg_sys::Oid>,
 }
 
 impl Parsed {
@@ -377,6 +386,7 @@ impl Parsed {
         let targets = unsafe { PgList::<pg_sys::TargetEntry>::from_pg(q.targetList) };
         let mut nodes = Vec::new();
         let mut expr_types = Vec::new();
+        let mut functions = Vec::new();
         let context = {
             let alias = CString::new(AggExpr::ROW).expect("no NUL");
             // SAFETY: a deparse context for the source relation under the alias.
@@ -396,7 +406,12 @@ impl Parsed {
             }
             // SAFETY: tagged T_Aggref.
             let agg = unsafe { &*(expr as *mut pg_sys::Aggref) };
+            functions.push(agg.aggfnoid);
             let spec = &mut self.specs[i];
+            if spec.func == AggFunc::Generic {
+                // The trigger depends on the aggregate, as a view's rule does.
+                nodes.push(expr);
+            }
             if !self.needs_expr[i] {
                 expr_types.push(None);
                 continue;
@@ -458,6 +473,7 @@ impl Parsed {
             rtable: q.rtable,
             nodes,
             expr_types,
+            functions,
         }
     }
 }

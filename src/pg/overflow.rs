@@ -11,11 +11,12 @@
 //!
 //! The bound is far from what real data reaches (with `max_connections = 100`, about ±1.9·10^16
 //! for `bigint` and `money`'s cents, 600 years for each field of an `interval`, ±10^131060 for
-//! `numeric`); it refuses infinite intervals, which PostgreSQL cannot add to an infinity of the
+//! `numeric`; for the moments of `stddev` and its kinds over floats, see [`MOMENT_MAX`]); it refuses
+//! infinite intervals, which PostgreSQL cannot add to an infinity of the
 //! other sign. Infinities and NaN of `numeric`, `real` and `double precision` pass: PostgreSQL adds
 //! them without error.
 
-use pgrx::datum::AnyElement;
+use pgrx::datum::{AnyElement, FromDatum};
 use pgrx::pg_sys;
 
 /// What divides a type's limit, beside `MaxBackends`: room for the late rows and restatements
@@ -25,6 +26,15 @@ pub const SLOT_SHARE: i64 = 4;
 /// The largest base-10000 weight a checked `numeric` may have: values below 10^131060, whose sum
 /// over fewer than 10^8 slots stays below numeric's limit of 10^131072.
 const NUMERIC_MAX_WEIGHT: i32 = 32764;
+
+/// The bounds on the moments PostgreSQL's float aggregates keep (`stddev`, `variance` and their
+/// kinds over `double precision` or `real`: the count N, the sum Sx and the sum of squared
+/// deviations Sxx). Their combine function adds N1·N2/N·(Sx1/N1 − Sx2/N2)² to the sums of squares,
+/// at most min(N1, N2)·(2·10^140)² ≈ 4.4·10^292 per combine for states within these bounds; the
+/// at most 2^20 combines of a window's state rows, late rows and restatements stay below
+/// 10^299, far from double precision's 1.8·10^308, where the combine fails.
+const MOMENT_MAX: f64 = 1e140;
+const MOMENT_MAX_COUNT: f64 = 1_099_511_627_776.0;
 
 /// This backend's slot: unique among the live backends of the server, and at most
 /// `MaxBackends`, so that two writers never share a state row.
@@ -95,6 +105,24 @@ pub fn beyond_bound(value: AnyElement) -> Option<(&'static str, String)> {
         }
         pg_sys::NUMERICOID => (numeric_weight(datum) > NUMERIC_MAX_WEIGHT)
             .then(|| ("numeric", format!("±10^{}", 4 * (NUMERIC_MAX_WEIGHT + 1)))),
+        pg_sys::FLOAT8ARRAYOID => {
+            // SAFETY: a double precision[] datum, read as such.
+            let moments =
+                unsafe { Vec::<Option<f64>>::from_datum(datum, false) }.unwrap_or_default();
+            let count = moments.first().copied().flatten().unwrap_or(0.0);
+            let beyond = count > MOMENT_MAX_COUNT
+                || moments
+                    .iter()
+                    .skip(1)
+                    .flatten()
+                    .any(|m| m.is_finite() && m.abs() > MOMENT_MAX);
+            beyond.then(|| {
+                (
+                    "moments (double precision[])",
+                    format!("2^40 rows and ±{MOMENT_MAX:.0e}"),
+                )
+            })
+        }
         _ => None,
     }
 }

@@ -478,7 +478,8 @@ impl PipelineDef {
         ]
     }
 
-    /// Hands the internal tables and the trigger functions, created by the catalog owner, to the
+    /// Hands the internal tables, the trigger functions and the aggregates' helper objects
+    /// ([`ResolvedAgg::helpers`]), created by the catalog owner, to the
     /// pipeline's owner `owner` (a quoted role name): the PL/pgSQL function, `SECURITY DEFINER`,
     /// then runs as that owner, the front runs its statement as that owner, and nobody but the
     /// trigger calls either.
@@ -491,6 +492,9 @@ impl PipelineDef {
         for f in self.trigger_functions() {
             out.push(format!("REVOKE ALL ON FUNCTION {f}() FROM PUBLIC"));
             out.push(format!("ALTER FUNCTION {f}() OWNER TO {owner}"));
+        }
+        for (kind, signature) in self.aggs.iter().flat_map(|a| a.helpers()) {
+            out.push(format!("ALTER {kind} {signature} OWNER TO {owner}"));
         }
         out
     }
@@ -525,6 +529,9 @@ impl PipelineDef {
         }
         for f in self.trigger_functions() {
             out.push(format!("DROP FUNCTION IF EXISTS {f}()"));
+        }
+        for (kind, signature) in self.aggs.iter().flat_map(|a| a.helpers()) {
+            out.push(format!("DROP {kind} IF EXISTS {signature}"));
         }
         for t in self.tables() {
             out.push(format!("DROP TABLE IF EXISTS {}", self.table(t)));

@@ -27,6 +27,7 @@ impl PipelineDef {
             && self.watermark_lag.is_none()
             && self.uses_late_deltas()
             && !self.has_expressions()
+            && !self.aggs.iter().any(|a| a.generic.is_some())
     }
 
     /// The PL/pgSQL trigger function: the trigger's own function, or, behind a front, the
