@@ -638,16 +638,32 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
             "A window's state is combined from partials in no particular order.",
         );
     }
+    // Internal first: whether an aggregate of an internal state has a combine function
+    // changes between server majors (array_agg and string_agg gained one in 16), and the
+    // refusal must not.
+    if state_type == "internal" {
+        let moments = [
+            "stddev",
+            "stddev_samp",
+            "stddev_pop",
+            "variance",
+            "var_samp",
+            "var_pop",
+        ];
+        let name = aggregate.split('(').next().unwrap_or_default();
+        refuse(
+            "its transition state is internal, which a pipeline does not keep yet",
+            if moments.contains(&name.rsplit('.').next().unwrap_or_default()) {
+                "stddev, variance and their kinds keep an array of double precision for a double precision argument: write stddev(x::double precision)."
+            } else {
+                "Use an aggregate whose transition type is an ordinary type, such as one of your own with an array or composite state and a COMBINEFUNC."
+            },
+        );
+    }
     if combine == pg_sys::InvalidOid {
         refuse(
             "it has no combine function",
             "A window's state is merged from partial states, as PostgreSQL's parallel aggregation does: give the aggregate a COMBINEFUNC, or use one that has one.",
-        );
-    }
-    if state_type == "internal" {
-        refuse(
-            "its transition state is internal, which a pipeline does not keep yet",
-            "stddev, variance and their kinds keep an array of double precision for a double precision argument: write stddev(x::double precision).",
         );
     }
     if state_kind == "p" || arg_kind == "p" {

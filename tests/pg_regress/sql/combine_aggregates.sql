@@ -96,6 +96,7 @@ SELECT pg_temp.try($$INSERT INTO cg_events VALUES ('c', '2026-01-03 10:00+00', 1
 SELECT count(*) AS rows_of_c FROM cg_events WHERE store = 'c';
 
 -- What a pipeline cannot keep: each refused by name, with its SQLSTATE and a hint.
+CREATE AGGREGATE cg_app.no_comb(double precision) (SFUNC = float8pl, STYPE = double precision);
 SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, %L, aggregates => %L)',
                                   'cg_bad', 'cg_events', 'at', '1 day', a.list)) AS result
 FROM (VALUES
@@ -107,7 +108,8 @@ FROM (VALUES
     (6, 'median(amount) AS s'),
     (7, 'spread(amount) AS s'),
     (8, 'bool_and(qty) AS s'),
-    (9, 'cg_app.spread(DISTINCT amount) AS s')
+    (9, 'cg_app.spread(DISTINCT amount) AS s'),
+    (10, 'cg_app.no_comb(amount) AS s')
 ) AS a(n, list)
 ORDER BY a.n;
 -- A transition function that is not strict.
