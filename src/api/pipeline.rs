@@ -581,7 +581,9 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
                         format_type(p.proargtypes[0], NULL), at.typtype::text, a.agginitval, \
                         a.aggtranstype = 'double precision[]'::regtype AND tn.nspname = 'pg_catalog' \
                         AND tp.proname IN ('float8_accum', 'float4_accum', 'float8_regr_accum'), \
-                        a.aggtransfn::oid, a.aggfinalfn::oid \
+                        a.aggtransfn::oid, a.aggfinalfn::oid, \
+                        ARRAY(SELECT format_type(u.t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY u(t, o) ORDER BY u.o), \
+                        EXISTS (SELECT FROM unnest(p.proargtypes) u(t) JOIN pg_type ut ON ut.oid = u.t WHERE ut.typtype = 'p') \
                         FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid \
                         JOIN pg_type t ON t.oid = a.aggtranstype JOIN pg_type at ON at.oid = p.proargtypes[0] \
                         JOIN pg_proc tp ON tp.oid = a.aggtransfn JOIN pg_namespace tn ON tn.oid = tp.pronamespace \
@@ -615,10 +617,28 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
             text(14),
             flag(15),
             [oid(16), oid(3), oid(17)],
+            (
+                r.get::<Vec<String>>(18)
+                    .expect("text[] column")
+                    .unwrap_or_default(),
+                flag(19),
+            ),
         )
     });
-    let (aggregate, kind, combine, state_kind, trans, comb, arg, initcond, bounded, functions) =
-        row;
+    let (
+        aggregate,
+        kind,
+        combine,
+        state_kind,
+        trans,
+        comb,
+        arg,
+        initcond,
+        bounded,
+        functions,
+        args,
+    ) = row;
+    let (arg_types, polymorphic_arg) = args;
     let (state_type, transfn, trans_strict) = trans;
     let (combinefn, combine_strict, finalfn, final_extra) = comb;
     let (arg_type, arg_kind) = arg;
@@ -666,7 +686,7 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
             "A window's state is merged from partial states, as PostgreSQL's parallel aggregation does: give the aggregate a COMBINEFUNC, or use one that has one.",
         );
     }
-    if state_kind == "p" || arg_kind == "p" {
+    if state_kind == "p" || arg_kind == "p" || polymorphic_arg {
         refuse(
             "its argument or transition type is polymorphic",
             "Use an aggregate whose argument and transition types are ordinary types.",
@@ -699,13 +719,23 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
             .raise()
         }
     }
+    let multi = arg_types.len() > 1;
+    if multi && initcond.is_none() {
+        // PostgreSQL refuses a strict transition function of two or more arguments without
+        // one; kept for what a catalog could still hold.
+        refuse(
+            "it has two or more arguments and no initial condition",
+            "Give the aggregate an INITCOND.",
+        );
+    }
     GenericAgg {
         aggregate,
         transfn,
         combinefn: combinefn.unwrap_or_default(),
         finalfn,
         final_extra,
-        arg_type,
+        arg_type: if multi { state_type.clone() } else { arg_type },
+        arg_types: if multi { arg_types } else { Vec::new() },
         state_type,
         initcond,
         bounded,
@@ -1070,6 +1100,9 @@ fn create_pipeline(
         .iter()
         .map(|s| {
             let expr = match (&s.expr, &s.arg) {
+                (Some(e), _) if !e.args.is_empty() => {
+                    format!("{}({})", s.call_name(), e.args.join(", "))
+                }
                 (Some(e), _) => format!("{}({})", s.call_name(), e.sql),
                 (None, Some(a)) => format!("{}({})", s.call_name(), quote_ident(a)),
                 (None, None) => "count(*)".to_string(),
@@ -1106,7 +1139,13 @@ fn create_pipeline(
         .zip(result_types)
         .zip(avg_kinds)
         .zip(generics)
-        .map(|(((spec, result_type), avg_kind), generic)| {
+        .map(|(((mut spec, result_type), avg_kind), generic)| {
+            // Two or more arguments: the ingest statements read each row's transition state.
+            if let (Some(e), Some(g)) = (spec.expr.as_mut(), &generic) {
+                if !e.args.is_empty() {
+                    e.sql = g.row_state(&e.args);
+                }
+            }
             let acc_type = match (spec.func, avg_kind, &generic) {
                 (_, _, Some(g)) => g.state_type.clone(),
                 (AggFunc::Count, _, _) => "bigint".to_string(),

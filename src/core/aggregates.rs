@@ -1,6 +1,6 @@
 //! The aggregates of a pipeline: `count(*)`, `count(x)`, `sum(x)`, `min(x)`, `max(x)` or
-//! `avg(x)`, or any other aggregate of one argument with a combine function and a transition
-//! type that is an ordinary type ([`GenericAgg`]), each `AS name`, where `x` is a column of the
+//! `avg(x)`, or any other aggregate (of one argument or more) with a combine function and a
+//! transition type that is an ordinary type ([`GenericAgg`]), each `AS name`, where `x` is a column of the
 //! source or an immutable expression over its row, with an optional `FILTER (WHERE ...)`.
 //! PostgreSQL's own parser reads the list (`pg::aggparse`); this module keeps what it found.
 //!
@@ -71,6 +71,11 @@ pub struct AggExpr {
     pub sql: String,
     /// The source columns it reads.
     pub columns: Vec<String>,
+    /// For an aggregate of two or more arguments (`corr(y, x)`): each argument, deparsed as
+    /// [`AggExpr::sql`] is, the `FILTER` folded into the first. [`AggExpr::sql`] is then the
+    /// transition state of the row alone ([`GenericAgg::row_state`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
 }
 
 impl AggExpr {
@@ -144,8 +149,15 @@ pub struct GenericAgg {
     pub finalfn: Option<String>,
     /// Whether the final function takes NULLs of the argument type after the state.
     pub final_extra: bool,
-    /// The aggregate's declared argument type and its transition type, as `format_type` gives.
+    /// The aggregate's declared argument type and its transition type, as `format_type` gives;
+    /// for an aggregate of two or more arguments, the transition type (see [`Self::arg_types`]).
     pub arg_type: String,
+    /// For an aggregate of two or more arguments (`corr`, `covar_*`, `regr_*`, a user's): their
+    /// declared types. The ingest statements then compute each row's transition state from
+    /// its arguments ([`Self::row_state`]) and aggregate those states with the combine
+    /// function, so the helpers take the state where the others take the argument.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arg_types: Vec<String>,
     pub state_type: String,
     pub initcond: Option<String>,
     /// Whether the state is one of PostgreSQL's moments (`double precision[]` of a count and
@@ -156,6 +168,33 @@ pub struct GenericAgg {
     /// The schema-qualified prefix of the helper objects: `_eventtime.p<id>_a<i>`.
     #[serde(default)]
     pub helper: String,
+}
+
+impl GenericAgg {
+    /// The transition state of one row whose arguments are `args` (in the order of
+    /// [`Self::arg_types`]): the transition function applied to the initial condition, which
+    /// a strict transition function skips, as PostgreSQL does, when an argument is NULL. (An
+    /// aggregate of two or more arguments with a strict transition function has an initial
+    /// condition: PostgreSQL refuses it otherwise.)
+    pub fn row_state(&self, args: &[String]) -> String {
+        let st = &self.state_type;
+        let init = match &self.initcond {
+            Some(i) => format!("{}::{st}", quote_literal(i)),
+            None => format!("NULL::{st}"),
+        };
+        let nulls: Vec<String> = args.iter().map(|a| format!("({a}) IS NULL")).collect();
+        let typed: Vec<String> = args
+            .iter()
+            .zip(&self.arg_types)
+            .map(|(a, t)| format!("({a})::{t}"))
+            .collect();
+        format!(
+            "CASE WHEN {} THEN {init} ELSE {}({init}, {}) END",
+            nulls.join(" OR "),
+            self.transfn,
+            typed.join(", ")
+        )
+    }
 }
 
 /// An aggregate with the types resolved against the source table.
@@ -371,22 +410,32 @@ impl ResolvedAgg {
             .unwrap_or_default();
         // A strict transition function skips NULL inputs; from a NULL initial condition the
         // first input is the state, as PostgreSQL does it.
+        // With two or more arguments, the argument is already a row's state (see
+        // `GenericAgg::arg_types`): the combine function takes it where the transition
+        // function takes an argument.
+        let multi = !g.arg_types.is_empty();
+        let step = if multi { &g.combinefn } else { &g.transfn };
         let one = match &init {
+            _ if multi => "v".to_string(),
             Some(i) => format!(
                 "CASE WHEN v IS NULL THEN {i}::{st} ELSE {}({i}::{st}, v) END",
                 g.transfn
             ),
             None => format!("v::{st}"),
         };
+        let extra: Vec<String> = if multi {
+            g.arg_types.iter().map(|t| format!(", NULL::{t}")).collect()
+        } else {
+            vec![format!(", NULL::{arg}")]
+        };
         let fin = match &g.finalfn {
-            Some(f) if g.final_extra => format!("{f}(s, NULL::{arg})"),
+            Some(f) if g.final_extra => format!("{f}(s{})", extra.concat()),
             Some(f) => format!("{f}(s)"),
             None => "s".to_string(),
         };
         vec![
             format!(
-                "CREATE AGGREGATE {h}_part({arg}) (SFUNC = {}, STYPE = {st}{initcond})",
-                g.transfn
+                "CREATE AGGREGATE {h}_part({arg}) (SFUNC = {step}, STYPE = {st}{initcond})"
             ),
             format!(
                 "CREATE AGGREGATE {h}_comb({st}) (SFUNC = {}, STYPE = {st}{initcond})",
@@ -448,12 +497,38 @@ mod tests {
                 finalfn: Some("pg_catalog.float8_stddev_samp".into()),
                 final_extra: false,
                 arg_type: "double precision".into(),
+                arg_types: Vec::new(),
                 state_type: "double precision[]".into(),
                 initcond: Some("{0,0,0}".into()),
                 bounded: true,
                 helper: "_eventtime.p7_a2".into(),
             }),
         }
+    }
+
+    #[test]
+    fn two_arguments_make_a_row_state_that_the_combine_function_aggregates() {
+        let mut a = stddev();
+        let g = a.generic.as_mut().unwrap();
+        g.transfn = "pg_catalog.float8_regr_accum".into();
+        g.combinefn = "pg_catalog.float8_regr_combine".into();
+        g.arg_type = "double precision[]".into();
+        g.arg_types = vec!["double precision".into(), "double precision".into()];
+        g.initcond = Some("{0,0,0,0,0,0}".into());
+        assert_eq!(
+            a.generic
+                .as_ref()
+                .unwrap()
+                .row_state(&["y".into(), "x".into()]),
+            "CASE WHEN (y) IS NULL OR (x) IS NULL THEN '{0,0,0,0,0,0}'::double precision[] \
+             ELSE pg_catalog.float8_regr_accum('{0,0,0,0,0,0}'::double precision[], \
+             (y)::double precision, (x)::double precision) END"
+        );
+        let ddl = a.helper_ddl();
+        assert!(
+            ddl[0].contains("_part(double precision[]) (SFUNC = pg_catalog.float8_regr_combine")
+        );
+        assert!(ddl[3].contains("BEGIN ATOMIC SELECT v; END"), "{}", ddl[3]);
     }
 
     #[test]

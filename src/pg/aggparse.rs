@@ -247,7 +247,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         if call.func_variadic {
             not_supported(
                 format!("{fname}(VARIADIC ...) is not supported in a pipeline"),
-                "Write the aggregate over one argument.",
+                "Write the aggregate's arguments one by one.",
             );
         }
         let args = unsafe { PgList::<pg_sys::Node>::from_pg(call.args) };
@@ -259,13 +259,9 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
                 None,
             );
         }
-        if func == AggFunc::Generic && args.len() > 1 {
-            not_supported(
-                format!("{fname}() of {} arguments is not supported in a pipeline yet", args.len()),
-                "Aggregates of one argument are supported; for corr, covar_* and regr_*, compute the sums they need with sum() of products.",
-            );
-        }
-        if !call.agg_star && args.len() != 1 {
+        // Two or more arguments for any aggregate but the five (corr(y, x), regr_slope(y, x)).
+        let many = func == AggFunc::Generic && args.len() > 1;
+        if !call.agg_star && args.len() != 1 && !many {
             syntax(
                 text,
                 call.location,
@@ -276,7 +272,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
             );
         }
         // An argument that is one unqualified column name is that column.
-        let column = args.get_ptr(0).and_then(|a| {
+        let column = args.get_ptr(0).filter(|_| !many).and_then(|a| {
             // SAFETY: a node read by its tag; a ColumnRef's fields are String or A_Star nodes.
             unsafe {
                 if !is_a(a, pg_sys::NodeTag::T_ColumnRef) {
@@ -302,7 +298,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         let alias = unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned();
-        needs_expr.push(!call.agg_filter.is_null() || (!call.agg_star && column.is_none()));
+        needs_expr.push(!call.agg_filter.is_null() || (!call.agg_star && column.is_none()) || many);
         specs.push(AggSpec {
             func,
             arg: column,
@@ -417,13 +413,19 @@ impl Parsed {
                 continue;
             }
             let args = unsafe { PgList::<pg_sys::TargetEntry>::from_pg(agg.args) };
-            // SAFETY: the argument of a one-argument aggregate is a target entry.
-            let arg = args
-                .get_ptr(0)
-                .map(|te| unsafe { (*te).expr as *mut pg_sys::Node });
+            // SAFETY: the arguments of an aggregate are target entries.
+            let arg_nodes: Vec<*mut pg_sys::Node> = args
+                .iter_ptr()
+                .map(|te| unsafe { (*te).expr as *mut pg_sys::Node })
+                .collect();
+            let arg = arg_nodes.first().copied();
             let filter = agg.aggfilter as *mut pg_sys::Node;
             let mut columns: Vec<String> = Vec::new();
-            for (what, node) in [("argument", arg), ("FILTER", Some(filter))] {
+            let checked = arg_nodes
+                .iter()
+                .map(|n| ("argument", Some(*n)))
+                .chain([("FILTER", Some(filter))]);
+            for (what, node) in checked {
                 let Some(node) = node.filter(|n| !n.is_null()) else {
                     continue;
                 };
@@ -450,16 +452,38 @@ impl Parsed {
                         .into_owned()
                 }
             };
+            let filtered = |value: String| {
+                if filter.is_null() {
+                    value
+                } else {
+                    format!("CASE WHEN ({}) THEN ({value}) END", deparse(filter))
+                }
+            };
             let value = match (arg, &spec.arg) {
                 (_, Some(c)) => format!("{}.{}", AggExpr::ROW, quote_ident(c)),
                 (Some(a), None) => deparse(a),
                 (None, None) => "1".to_string(),
             };
-            let sql = if filter.is_null() {
-                value
+            // Two or more arguments: the FILTER folded into the first, which a strict
+            // transition function skips the row for; the row's state is made of them later,
+            // from the aggregate's functions (`GenericAgg::row_state`).
+            let many: Vec<String> = if arg_nodes.len() > 1 {
+                arg_nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, n)| {
+                        let d = deparse(*n);
+                        if j == 0 {
+                            filtered(d)
+                        } else {
+                            d
+                        }
+                    })
+                    .collect()
             } else {
-                format!("CASE WHEN ({}) THEN ({value}) END", deparse(filter))
+                Vec::new()
             };
+            let sql = filtered(value);
             if let Some(c) = spec.arg.take() {
                 if !columns.contains(&c) {
                     columns.push(c);
@@ -467,7 +491,11 @@ impl Parsed {
             }
             // SAFETY: an analysed expression.
             expr_types.push(arg.map(|a| unsafe { pg_sys::exprType(a) }));
-            spec.expr = Some(AggExpr { sql, columns });
+            spec.expr = Some(AggExpr {
+                sql,
+                columns,
+                args: many,
+            });
         }
         Analysed {
             rtable: q.rtable,

@@ -90,6 +90,38 @@ SELECT count(*) AS differences FROM (
    GROUP BY 1, 2
    EXCEPT SELECT store, window_start, n, pg_temp.r(sd), bits, xbits, spread FROM cg_h_latest)) d;
 
+-- Aggregates of two arguments (corr, covar_*, regr_*): each row's transition state from its
+-- arguments, NULL in either skips the row, FILTER as PostgreSQL applies it.
+CREATE TABLE cg2_events (store text, at timestamptz, y double precision, x int, ok boolean);
+\set aggs2 'corr(y, x) AS r, covar_pop(y, x * 2) FILTER (WHERE ok) AS cv, regr_slope(y, x) AS slope, regr_count(y, x) AS n, regr_avgx(y, x) FILTER (WHERE false) AS none'
+SELECT eventtime.create_pipeline('cg2', 'cg2_events', 'at', '1 hour', key => ARRAY['store'], allowed_lateness => '1 hour',
+    aggregates => :'aggs2');
+INSERT INTO cg2_events VALUES ('a', '2026-01-01 10:05+00', 1, 1, true), ('a', '2026-01-01 10:06+00', 2.5, 2, true),
+                              ('b', '2026-01-01 10:07+00', 3, NULL, true), ('b', '2026-01-01 10:08+00', 4, 5, false);
+INSERT INTO cg2_events VALUES ('a', '2026-01-01 10:09+00', 2, 4, false);
+INSERT INTO cg2_events VALUES ('b', '2026-01-01 10:10+00', NULL, 7, true);
+COPY cg2_events FROM stdin;
+b	2026-01-01 10:20:00+00	9	6	t
+a	2026-01-01 10:30:00+00	-3	3	t
+\.
+SELECT windows_fired FROM eventtime.advance_watermark('cg2', '2026-01-01 11:00+00');
+INSERT INTO cg2_events VALUES ('a', '2026-01-01 10:40+00', 5, 8, true), ('b', '2026-01-01 10:41+00', 1, 1, true);
+CREATE VIEW cg2_expected AS
+SELECT store, date_trunc('hour', at) AS window_start, pg_temp.r(corr(y, x)) AS r,
+       pg_temp.r(covar_pop(y, x * 2) FILTER (WHERE ok)) AS cv, pg_temp.r(regr_slope(y, x)) AS slope,
+       regr_count(y, x) AS n, regr_avgx(y, x) FILTER (WHERE false) AS none
+FROM cg2_events GROUP BY 1, 2;
+SELECT store, version, kind, round(r::numeric, 6) AS r, round(cv::numeric, 6) AS cv, round(slope::numeric, 6) AS slope, n, none
+FROM cg2_history ORDER BY store, version;
+SELECT count(*) AS differences FROM (
+  (SELECT store, window_start, pg_temp.r(r), pg_temp.r(cv), pg_temp.r(slope), n, none FROM cg2_latest
+   EXCEPT SELECT * FROM cg2_expected)
+  UNION ALL
+  (SELECT * FROM cg2_expected
+   EXCEPT SELECT store, window_start, pg_temp.r(r), pg_temp.r(cv), pg_temp.r(slope), n, none FROM cg2_latest)) d;
+DROP VIEW cg2_expected;
+SELECT eventtime.drop_pipeline('cg2');
+
 -- The moments of stddev and its kinds stay within a bound at ingest, so that no firing can
 -- overflow when it combines them: a statement beyond it fails with 22003 and applies nothing.
 SELECT pg_temp.try($$INSERT INTO cg_events VALUES ('c', '2026-01-03 10:00+00', 1e141, true, 1, 1)$$) AS try;
@@ -102,7 +134,7 @@ SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, 
 FROM (VALUES
     (1, 'stddev(qty) AS s'),
     (2, 'array_agg(qty) AS s'),
-    (3, 'corr(amount, ms) AS s'),
+    (3, 'regr_slope(amount) AS s'),
     (4, 'percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS s'),
     (5, 'string_agg(store, '','') AS s'),
     (6, 'median(amount) AS s'),
