@@ -8,7 +8,9 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::PgRelation;
 
-use crate::core::aggregates::{AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, ResolvedAgg};
+use crate::core::aggregates::{
+    AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, KeptValues, ResolvedAgg,
+};
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, Offsets, PipelineDef};
 use crate::core::sqlgen::{
@@ -569,7 +571,12 @@ fn type_name(t: pg_sys::Oid) -> String {
 /// The functions of aggregate `agg` (an oid of `pg_aggregate`), called as `spec` says, in a
 /// pipeline of `owner`; refused with 0A000 when a pipeline cannot keep its state (see
 /// [`GenericAgg`]), and with 42501 when `owner` may not execute one of its functions.
-fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAgg {
+fn generic_of(
+    agg: pg_sys::Oid,
+    spec: &AggSpec,
+    owner: pg_sys::Oid,
+    value: (Option<pg_sys::Oid>, Option<pg_sys::Oid>),
+) -> GenericAgg {
     let row = Spi::connect(|client| {
         let r = client
             .select(
@@ -652,9 +659,98 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
         }
         .raise()
     };
+    if kind == "h" {
+        refuse(
+            "it is a hypothetical-set aggregate",
+            "A window of a pipeline publishes aggregates of its rows: compute the rank of a hypothetical value from the published versions instead.",
+        );
+    }
+    if let Some(k) = &spec.kept {
+        let (elem, collation) = value;
+        let elem = elem.expect("an aggregate of kept values has an analysed argument");
+        // SAFETY: catalog lookups of the type the analysis gave the argument.
+        if unsafe { pg_sys::get_element_type(pg_sys::getBaseType(elem)) } != pg_sys::InvalidOid {
+            refuse(
+                "its argument is an array, which a pipeline does not keep the values of",
+                "Aggregate the elements (a key column for each) or a scalar computed from the array.",
+            );
+        }
+        // Which aggregates ignore NULLs: those of a strict transition function, and of
+        // PostgreSQL's own all but those that collect their values (array_agg, json_agg,
+        // jsonb_agg); of the ordered-set ones, percentile_cont, percentile_disc and mode.
+        let builtin_ignoring_nulls = Spi::get_one_with_args::<bool>(
+            "SELECT p.pronamespace = 'pg_catalog'::regnamespace AND CASE WHEN $2 = 'o' \
+             THEN p.proname IN ('percentile_cont', 'percentile_disc', 'mode') \
+             ELSE p.proname NOT IN ('array_agg', 'json_agg', 'jsonb_agg') END \
+             FROM pg_proc p WHERE p.oid = $1",
+            &[agg.into(), kind.as_str().into()],
+        )
+        .expect("pg_proc read")
+        .unwrap_or(false);
+        let skip_nulls = builtin_ignoring_nulls || (kind == "n" && trans_strict);
+        if k.filtered && !skip_nulls {
+            refuse(
+                "it does not ignore NULLs, and a FILTER is kept as a NULL of the argument",
+                "Filter the rows with a CASE in another aggregate, or drop the FILTER.",
+            );
+        }
+        let allowed = Spi::get_one_with_args::<bool>(
+            "SELECT has_function_privilege($1, $2, 'EXECUTE')",
+            &[owner.into(), agg.into()],
+        )
+        .expect("privilege read")
+        .unwrap_or(false);
+        if !allowed {
+            EtError::PermissionDenied {
+                message: format!(
+                    "role {} may not execute aggregate {aggregate} of \"{alias}\"",
+                    security::role_name(owner),
+                ),
+                hint: "The pipeline runs the aggregate as the source table's owner: grant it EXECUTE on it.".into(),
+            }
+            .raise()
+        }
+        let (call, collate) = Spi::connect(|client| {
+            let r = client
+                .select(
+                    "SELECT format('%I.%I', n.nspname, p.proname), \
+                     (SELECT format(' COLLATE %I.%I', cn.nspname, c.collname) FROM pg_collation c \
+                      JOIN pg_namespace cn ON cn.oid = c.collnamespace WHERE c.oid = $2 AND c.oid <> 100) \
+                     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.oid = $1",
+                    None,
+                    &[agg.into(), collation.unwrap_or(pg_sys::InvalidOid).into()],
+                )
+                .expect("pg_proc read")
+                .first();
+            (
+                r.get::<String>(1).expect("text").unwrap_or_default(),
+                r.get::<String>(2).expect("text").unwrap_or_default(),
+            )
+        });
+        let elem_type = type_name(elem);
+        return GenericAgg {
+            aggregate,
+            transfn: String::new(),
+            combinefn: String::new(),
+            finalfn: None,
+            final_extra: false,
+            arg_type: elem_type.clone(),
+            arg_types: Vec::new(),
+            state_type: format!("{elem_type}[]"),
+            initcond: None,
+            bounded: false,
+            helper: String::new(),
+            values: Some(KeptValues {
+                call,
+                elem_type,
+                skip_nulls,
+                collate,
+            }),
+        };
+    }
     if kind != "n" {
         refuse(
-            "it is an ordered-set or hypothetical-set aggregate",
+            "it is an ordered-set aggregate",
             "A window's state is combined from partials in no particular order.",
         );
     }
@@ -740,6 +836,7 @@ fn generic_of(agg: pg_sys::Oid, spec: &AggSpec, owner: pg_sys::Oid) -> GenericAg
         initcond,
         bounded,
         helper: String::new(),
+        values: None,
     }
 }
 
@@ -1100,6 +1197,12 @@ fn create_pipeline(
         .iter()
         .map(|s| {
             let expr = match (&s.expr, &s.arg) {
+                (Some(e), _) if s.kept.is_some() => {
+                    s.kept
+                        .as_ref()
+                        .expect("kept")
+                        .call(s.call_name(), &e.sql, "")
+                }
                 (Some(e), _) if !e.args.is_empty() => {
                     format!("{}({})", s.call_name(), e.args.join(", "))
                 }
@@ -1132,7 +1235,13 @@ fn create_pipeline(
     let generics: Vec<Option<GenericAgg>> = specs
         .iter()
         .zip(&analysed.functions)
-        .map(|(s, f)| (s.func == AggFunc::Generic).then(|| generic_of(*f, s, owner)))
+        .enumerate()
+        .map(|(i, (s, f))| {
+            (s.func == AggFunc::Generic).then(|| {
+                let value = (analysed.expr_types[i], analysed.expr_collations[i]);
+                generic_of(*f, s, owner, value)
+            })
+        })
         .collect();
     let resolved: Vec<ResolvedAgg> = specs
         .into_iter()

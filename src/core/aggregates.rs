@@ -60,6 +60,45 @@ pub struct AggSpec {
     /// For [`AggFunc::Generic`]: the aggregate's name as written, each part quoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
+    /// For `DISTINCT` and ordered-set aggregates: how the call is written over its values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Kept>,
+}
+
+/// An aggregate that needs every value of its window, not a partial state: `DISTINCT` in any
+/// aggregate (`count(DISTINCT store)`) and the ordered-set aggregates (`percentile_cont(0.9)
+/// WITHIN GROUP (ORDER BY latency)`, `percentile_disc`, `mode`). The window state keeps the
+/// values ([`KeptValues`]); every version is the aggregate, as written, over them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    pub distinct: bool,
+    /// An ordered-set aggregate: its direct arguments (constants, deparsed by PostgreSQL) and
+    /// the sort order of its aggregated argument as written (` DESC`, ` NULLS FIRST`, or empty).
+    #[serde(default)]
+    pub within_group: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub order: String,
+    /// Whether the call has a `FILTER`, which is folded into the argument as a NULL.
+    #[serde(default)]
+    pub filtered: bool,
+}
+
+impl Kept {
+    /// The aggregate `name` over `value`, written as the user wrote it (`collate`: empty, or
+    /// the ` COLLATE ...` of the argument).
+    pub fn call(&self, name: &str, value: &str, collate: &str) -> String {
+        if self.within_group {
+            format!(
+                "{name}({}) WITHIN GROUP (ORDER BY {value}{collate}{})",
+                self.direct.join(", "),
+                self.order
+            )
+        } else {
+            format!("{name}(DISTINCT {value}{collate})")
+        }
+    }
 }
 
 /// An argument that is more than a column: PostgreSQL's own deparse of it over the source row
@@ -168,6 +207,31 @@ pub struct GenericAgg {
     /// The schema-qualified prefix of the helper objects: `_eventtime.p<id>_a<i>`.
     #[serde(default)]
     pub helper: String,
+    /// Set for an aggregate of [`Kept`] values: the state is an array of them, and the
+    /// aggregate's own functions run only in its final helper (see [`KeptValues`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<KeptValues>,
+}
+
+/// The state of an aggregate of [`Kept`] values: an array of its argument's type
+/// ([`GenericAgg::state_type`]), sorted and without repeats for `DISTINCT` (one NULL at most),
+/// every value otherwise. NULLs are left out where the aggregate ignores them (a strict
+/// transition function; `percentile_cont`, `percentile_disc` and `mode`), which is also how a
+/// `FILTER` folded into the argument skips a row.
+///
+/// Its helpers ([`ResolvedAgg::helper_ddl`]): `_norm(state)` (the array as kept: sorted and
+/// unique for `DISTINCT`, NULLs out where they are ignored), `_merge(state, state)`, the
+/// aggregate `_comb(state)` (concatenated, then `_norm`), and `_final(state)`: the aggregate as
+/// written over `unnest(state)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptValues {
+    /// The aggregate's qualified name.
+    pub call: String,
+    pub elem_type: String,
+    pub skip_nulls: bool,
+    /// ` COLLATE ...` of the argument, or empty for the default collation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub collate: String,
 }
 
 impl GenericAgg {
@@ -248,6 +312,12 @@ impl ResolvedAgg {
     pub fn partials(&self, i: usize, filter: &str) -> Vec<String> {
         let v = Self::arg_column(i);
         if let Some(g) = &self.generic {
+            if let Some(k) = &g.values {
+                return vec![format!(
+                    "{}_norm(pg_catalog.array_agg(({v})::{}){filter})",
+                    g.helper, k.elem_type
+                )];
+            }
             return vec![format!("{}_part(({v})::{}){filter}", g.helper, g.arg_type)];
         }
         let mut out = vec![match (self.spec.func, self.spec.has_arg(), self.avg_kind) {
@@ -276,6 +346,9 @@ impl ResolvedAgg {
     pub fn one_row_partials(&self, arg: Option<String>) -> Vec<String> {
         let v = arg.unwrap_or_default();
         if let Some(g) = &self.generic {
+            if let Some(k) = &g.values {
+                return vec![format!("{}_norm(ARRAY[({v})::{}])", g.helper, k.elem_type)];
+            }
             return vec![format!("{}_one(({v})::{})", g.helper, g.arg_type)];
         }
         let present = format!("CASE WHEN {v} IS NULL THEN 0::bigint ELSE 1::bigint END");
@@ -402,6 +475,9 @@ impl ResolvedAgg {
         let Some(g) = &self.generic else {
             return Vec::new();
         };
+        if let Some(k) = &g.values {
+            return self.kept_ddl(g, k);
+        }
         let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
         let init = g.initcond.as_deref().map(quote_literal);
         let initcond = init
@@ -458,12 +534,62 @@ impl ResolvedAgg {
         ]
     }
 
+    /// The helpers of an aggregate of kept values (see [`KeptValues`]), in dependency order.
+    fn kept_ddl(&self, g: &GenericAgg, k: &KeptValues) -> Vec<String> {
+        let (h, st) = (&g.helper, &g.state_type);
+        let c = &k.collate;
+        let nulls = if k.skip_nulls {
+            " WHERE u IS NOT NULL"
+        } else {
+            ""
+        };
+        let norm = match self.spec.kept.as_ref().map(|k| k.distinct) {
+            Some(true) => format!(
+                "ARRAY(SELECT DISTINCT u{c} FROM pg_catalog.unnest(s) u{nulls} ORDER BY u{c})"
+            ),
+            _ if k.skip_nulls => "COALESCE(pg_catalog.array_remove(s, NULL), '{}')".into(),
+            _ => "COALESCE(s, '{}')".into(),
+        };
+        let call = self
+            .spec
+            .kept
+            .clone()
+            .unwrap_or_default()
+            .call(&k.call, "u", c);
+        vec![
+            format!(
+                "CREATE FUNCTION {h}_norm(s {st}) RETURNS {st} LANGUAGE sql IMMUTABLE PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {norm}; END"
+            ),
+            format!(
+                "CREATE FUNCTION {h}_merge(a {st}, b {st}) RETURNS {st} LANGUAGE sql IMMUTABLE PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE {h}_norm(pg_catalog.array_cat(a, b)) END; END"
+            ),
+            format!(
+                "CREATE AGGREGATE {h}_comb({st}) (SFUNC = pg_catalog.array_cat, STYPE = {st}, FINALFUNC = {h}_norm)"
+            ),
+            format!(
+                "CREATE FUNCTION {h}_final(s {st}) RETURNS {} LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {call} FROM pg_catalog.unnest(s) u; END",
+                self.result_type
+            ),
+        ]
+    }
+
     /// The helper objects as (`AGGREGATE` or `FUNCTION`, signature), dependents first.
     pub fn helpers(&self) -> Vec<(&'static str, String)> {
         let Some(g) = &self.generic else {
             return Vec::new();
         };
         let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
+        if g.values.is_some() {
+            return vec![
+                ("FUNCTION", format!("{h}_final({st})")),
+                ("AGGREGATE", format!("{h}_comb({st})")),
+                ("FUNCTION", format!("{h}_merge({st}, {st})")),
+                ("FUNCTION", format!("{h}_norm({st})")),
+            ];
+        }
         vec![
             ("FUNCTION", format!("{h}_final({st})")),
             ("FUNCTION", format!("{h}_one({arg})")),
@@ -486,6 +612,7 @@ mod tests {
                 alias: "sd".into(),
                 expr: None,
                 function: Some("stddev".into()),
+                kept: None,
             },
             result_type: "double precision".into(),
             acc_type: "double precision[]".into(),
@@ -502,6 +629,7 @@ mod tests {
                 initcond: Some("{0,0,0}".into()),
                 bounded: true,
                 helper: "_eventtime.p7_a2".into(),
+                values: None,
             }),
         }
     }
@@ -578,6 +706,94 @@ mod tests {
         assert!(!ddl[0].contains("INITCOND"));
         assert!(ddl[3].contains("SELECT v::double precision[]"));
         assert!(ddl[4].contains("BEGIN ATOMIC SELECT s; END"));
+    }
+
+    fn kept(kept: Kept, skip_nulls: bool) -> ResolvedAgg {
+        let mut a = stddev();
+        a.spec.kept = Some(kept);
+        let g = a.generic.as_mut().unwrap();
+        g.state_type = "double precision[]".into();
+        g.bounded = false;
+        g.values = Some(KeptValues {
+            call: "pg_catalog.percentile_cont".into(),
+            elem_type: "double precision".into(),
+            skip_nulls,
+            collate: String::new(),
+        });
+        a
+    }
+
+    #[test]
+    fn an_ordered_set_aggregate_keeps_its_values_and_runs_over_them() {
+        let a = kept(
+            Kept {
+                within_group: true,
+                direct: vec!["'0.9'::double precision".into()],
+                order: " DESC".into(),
+                ..Kept::default()
+            },
+            true,
+        );
+        assert_eq!(
+            a.partials(2, ""),
+            vec![r#"_eventtime.p7_a2_norm(pg_catalog.array_agg(("_et_v2")::double precision))"#]
+        );
+        assert_eq!(
+            a.one_row_partials(Some("v.ms".into())),
+            vec!["_eventtime.p7_a2_norm(ARRAY[(v.ms)::double precision])"]
+        );
+        assert!(!a.sums());
+        let ddl = a.helper_ddl();
+        assert_eq!(ddl.len(), a.helpers().len());
+        // Every value kept, NULLs left out, as percentile_cont ignores them.
+        assert!(
+            ddl[0].contains("COALESCE(pg_catalog.array_remove(s, NULL), '{}')"),
+            "{}",
+            ddl[0]
+        );
+        assert!(
+            ddl[2].contains("SFUNC = pg_catalog.array_cat")
+                && ddl[2].contains("FINALFUNC = _eventtime.p7_a2_norm")
+        );
+        assert!(ddl[3].contains(
+            "SELECT pg_catalog.percentile_cont('0.9'::double precision) WITHIN GROUP (ORDER BY u DESC) FROM pg_catalog.unnest(s) u"
+        ), "{}", ddl[3]);
+        assert_eq!(
+            a.helpers()[3],
+            (
+                "FUNCTION",
+                "_eventtime.p7_a2_norm(double precision[])".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn distinct_keeps_each_value_once_sorted() {
+        let mut a = kept(
+            Kept {
+                distinct: true,
+                ..Kept::default()
+            },
+            false,
+        );
+        a.generic.as_mut().unwrap().values.as_mut().unwrap().collate =
+            r#" COLLATE "pg_catalog"."C""#.into();
+        let ddl = a.helper_ddl();
+        assert!(ddl[0].contains(
+            r#"ARRAY(SELECT DISTINCT u COLLATE "pg_catalog"."C" FROM pg_catalog.unnest(s) u ORDER BY u COLLATE "pg_catalog"."C")"#
+        ), "{}", ddl[0]);
+        assert!(
+            ddl[3].contains(r#"pg_catalog.percentile_cont(DISTINCT u COLLATE "pg_catalog"."C")"#)
+        );
+        let skipping = kept(
+            Kept {
+                distinct: true,
+                ..Kept::default()
+            },
+            true,
+        );
+        assert!(skipping.helper_ddl()[0]
+            .contains("FROM pg_catalog.unnest(s) u WHERE u IS NOT NULL ORDER BY u"));
     }
 
     #[test]

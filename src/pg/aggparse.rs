@@ -22,14 +22,15 @@ use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
 use pgrx::prelude::*;
 use pgrx::{is_a, PgList};
 
-use crate::core::aggregates::{AggExpr, AggFunc, AggSpec};
+use crate::core::aggregates::{AggExpr, AggFunc, AggSpec, Kept};
 use crate::core::ident::quote_ident;
 
 use super::error::EtError;
 
 const HINT: &str = "Write a list such as 'count(*) AS orders, sum(price * quantity) AS revenue'; \
-each item is an aggregate (count, sum, min, max, avg, or one with a combine function such as \
-stddev or bool_and) of a column or an immutable expression of the source row, with an optional \
+each item is an aggregate (count, sum, min, max, avg, one with a combine function such as \
+stddev or bool_and, one with DISTINCT, or an ordered-set one such as percentile_cont(0.9) WITHIN \
+GROUP (ORDER BY x)) of a column or an immutable expression of the source row, with an optional \
 FILTER (WHERE ...), and a name.";
 
 /// What precedes the list in the query PostgreSQL reads: positions in it are moved back by this.
@@ -212,8 +213,13 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         // SAFETY: a function name is a list of String nodes.
         let parts: Vec<String> = names.iter_ptr().map(|n| unsafe { str_value(n) }).collect();
         let fname = parts.last().cloned().unwrap_or_default();
-        // The five by their own accumulators; any other name is resolved by the analysis.
+        // DISTINCT and ordered-set aggregates keep their values (see `Kept`), whatever the
+        // aggregate; otherwise the five by their own accumulators, and any other name as the
+        // analysis resolves it.
+        let within_group = call.agg_within_group;
+        let keeps = call.agg_distinct || within_group;
         let func = match parts.len() {
+            _ if keeps => None,
             1 => AggFunc::from_name(&fname),
             2 if parts[0] == "pg_catalog" => AggFunc::from_name(&fname),
             _ => None,
@@ -232,16 +238,10 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
                 "A pipeline's windows are its event-time windows: write the aggregate without OVER.",
             );
         }
-        if call.agg_distinct {
+        if !call.agg_order.is_null() && !within_group {
             not_supported(
-                format!("{fname}(DISTINCT ...) is not supported in a pipeline"),
-                "Window states keep partial aggregates, which DISTINCT cannot be merged from; count distinct values with a key column instead.",
-            );
-        }
-        if !call.agg_order.is_null() || call.agg_within_group {
-            not_supported(
-                format!("{fname}() with ORDER BY is not supported in a pipeline"),
-                "A window's state is combined from partials in no particular order: write the aggregate without ORDER BY (ordered-set aggregates such as percentile_cont are not supported yet).",
+                format!("{fname}() with ORDER BY inside the call is not supported in a pipeline"),
+                "A window's state is combined from partials in no particular order: write the aggregate without ORDER BY (ordered-set aggregates such as percentile_cont(0.9) WITHIN GROUP (ORDER BY x) are supported).",
             );
         }
         if call.func_variadic {
@@ -249,6 +249,42 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
                 format!("{fname}(VARIADIC ...) is not supported in a pipeline"),
                 "Write the aggregate's arguments one by one.",
             );
+        }
+        let mut kept = keeps.then(|| Kept {
+            distinct: call.agg_distinct,
+            within_group,
+            filtered: !call.agg_filter.is_null(),
+            ..Kept::default()
+        });
+        if within_group {
+            // SAFETY: the WITHIN GROUP list of a FuncCall is a list of SortBy nodes.
+            let order = unsafe { PgList::<pg_sys::SortBy>::from_pg(call.agg_order) };
+            if order.len() != 1 {
+                not_supported(
+                    format!("{fname}() WITHIN GROUP with {} sort expressions is not supported in a pipeline", order.len()),
+                    "An ordered-set aggregate of a pipeline orders one value, as percentile_cont, percentile_disc and mode do.",
+                );
+            }
+            let by = order.get_ptr(0).expect("one sort expression");
+            // SAFETY: a SortBy node of the parser.
+            let (dir, nulls) = unsafe { ((*by).sortby_dir, (*by).sortby_nulls) };
+            let mut written = String::new();
+            match dir {
+                pg_sys::SortByDir::SORTBY_DESC => written.push_str(" DESC"),
+                pg_sys::SortByDir::SORTBY_USING => not_supported(
+                    format!("{fname}() WITHIN GROUP (ORDER BY ... USING ...) is not supported in a pipeline"),
+                    "Write the order as ASC or DESC.",
+                ),
+                _ => {}
+            }
+            match nulls {
+                pg_sys::SortByNulls::SORTBY_NULLS_FIRST => written.push_str(" NULLS FIRST"),
+                pg_sys::SortByNulls::SORTBY_NULLS_LAST => written.push_str(" NULLS LAST"),
+                _ => {}
+            }
+            if let Some(k) = kept.as_mut() {
+                k.order = written;
+            }
         }
         let args = unsafe { PgList::<pg_sys::Node>::from_pg(call.args) };
         if call.agg_star && func != AggFunc::Count {
@@ -259,9 +295,18 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
                 None,
             );
         }
-        // Two or more arguments for any aggregate but the five (corr(y, x), regr_slope(y, x)).
-        let many = func == AggFunc::Generic && args.len() > 1;
-        if !call.agg_star && args.len() != 1 && !many {
+        if call.agg_distinct && args.len() > 1 {
+            not_supported(
+                format!(
+                    "{fname}(DISTINCT ...) of two or more arguments is not supported in a pipeline"
+                ),
+                "A pipeline keeps the distinct values of one argument: write the aggregate of one.",
+            );
+        }
+        // Two or more arguments for any aggregate but the five (corr(y, x), regr_slope(y, x));
+        // the arguments of an ordered-set aggregate are its direct arguments.
+        let many = func == AggFunc::Generic && !within_group && args.len() > 1;
+        if !call.agg_star && args.len() != 1 && !many && !within_group {
             syntax(
                 text,
                 call.location,
@@ -272,7 +317,7 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
             );
         }
         // An argument that is one unqualified column name is that column.
-        let column = args.get_ptr(0).filter(|_| !many).and_then(|a| {
+        let column = args.get_ptr(0).filter(|_| !many && !keeps).and_then(|a| {
             // SAFETY: a node read by its tag; a ColumnRef's fields are String or A_Star nodes.
             unsafe {
                 if !is_a(a, pg_sys::NodeTag::T_ColumnRef) {
@@ -298,13 +343,16 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         let alias = unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned();
-        needs_expr.push(!call.agg_filter.is_null() || (!call.agg_star && column.is_none()) || many);
+        needs_expr.push(
+            !call.agg_filter.is_null() || (!call.agg_star && column.is_none()) || many || keeps,
+        );
         specs.push(AggSpec {
             func,
             arg: column,
             alias,
             expr: None,
             function,
+            kept,
         });
     }
     if specs.is_empty() {
@@ -327,6 +375,8 @@ pub struct Analysed {
     pub expr_types: Vec<Option<pg_sys::Oid>>,
     /// Per aggregate: the aggregate function PostgreSQL resolved the call to.
     pub functions: Vec<pg_sys::Oid>,
+    /// Per aggregate: the collation of its expression argument (as [`Self::expr_types`]).
+    pub expr_collations: Vec<Option<pg_sys::Oid>>,
 }
 
 impl Parsed {
@@ -383,6 +433,7 @@ impl Parsed {
         let mut nodes = Vec::new();
         let mut expr_types = Vec::new();
         let mut functions = Vec::new();
+        let mut expr_collations = Vec::new();
         let context = {
             let alias = CString::new(AggExpr::ROW).expect("no NUL");
             // SAFETY: a deparse context for the source relation under the alias.
@@ -410,6 +461,7 @@ impl Parsed {
             }
             if !self.needs_expr[i] {
                 expr_types.push(None);
+                expr_collations.push(None);
                 continue;
             }
             let args = unsafe { PgList::<pg_sys::TargetEntry>::from_pg(agg.args) };
@@ -489,8 +541,32 @@ impl Parsed {
                     columns.push(c);
                 }
             }
+            // The direct arguments of an ordered-set aggregate: constants, computed once.
+            if let Some(k) = spec.kept.as_mut() {
+                // SAFETY: the direct arguments of an Aggref are expressions.
+                let direct = unsafe { PgList::<pg_sys::Node>::from_pg(agg.aggdirectargs) };
+                for d in direct.iter_ptr() {
+                    // SAFETY: an analysed expression.
+                    let reads_row = unsafe {
+                        pg_sys::contain_var_clause(d) || pg_sys::contain_mutable_functions(d)
+                    };
+                    if reads_row {
+                        not_supported(
+                            format!(
+                                "the direct argument of aggregate \"{}\" must be a constant",
+                                spec.alias
+                            ),
+                            "Write the fraction of an ordered-set aggregate as a constant, such as percentile_cont(0.9) WITHIN GROUP (ORDER BY x).",
+                        );
+                    }
+                    nodes.push(d);
+                    k.direct.push(deparse(d));
+                }
+            }
             // SAFETY: an analysed expression.
             expr_types.push(arg.map(|a| unsafe { pg_sys::exprType(a) }));
+            // SAFETY: an analysed expression.
+            expr_collations.push(arg.map(|a| unsafe { pg_sys::exprCollation(a) }));
             spec.expr = Some(AggExpr {
                 sql,
                 columns,
@@ -502,6 +578,7 @@ impl Parsed {
             nodes,
             expr_types,
             functions,
+            expr_collations,
         }
     }
 }

@@ -135,12 +135,12 @@ FROM (VALUES
     (1, 'stddev(qty) AS s'),
     (2, 'array_agg(qty) AS s'),
     (3, 'regr_slope(amount) AS s'),
-    (4, 'percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS s'),
+    (4, 'rank(1) WITHIN GROUP (ORDER BY amount) AS s'),
     (5, 'string_agg(store, '','') AS s'),
     (6, 'median(amount) AS s'),
     (7, 'spread(amount) AS s'),
     (8, 'bool_and(qty) AS s'),
-    (9, 'cg_app.spread(DISTINCT amount) AS s'),
+    (9, 'cg_app.spread(amount ORDER BY amount) AS s'),
     (10, 'cg_app.no_comb(amount) AS s')
 ) AS a(n, list)
 ORDER BY a.n;

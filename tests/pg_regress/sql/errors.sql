@@ -140,7 +140,7 @@ FROM (VALUES
     (13, 'count(*) AS n count(*) AS m'),
     (14, 'count() AS n'),
     (15, 'public.sum(v) AS s'),
-    (16, 'count(DISTINCT v) AS n'),
+    (16, 'string_agg(DISTINCT label, '','') AS n'),
     (17, 'sum(v) AS ""')
 ) AS a(n, list)
 ORDER BY a.n;

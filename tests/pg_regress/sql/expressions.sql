@@ -96,7 +96,7 @@ FROM (VALUES
     (6, 'sum(price) FILTER (WHERE qty) AS s'),
     (7, 'sum(nope * 2) AS s'),
     (8, 'sum(note || ''x'') AS s'),
-    (9, 'count(DISTINCT store) AS s'),
+    (9, 'count(DISTINCT store, qty) AS s'),
     (10, 'max(note ORDER BY at) AS s'),
     (11, 'sum(price) OVER () AS s'),
     (12, 'count(ex_sales.*) AS s'),

@@ -416,8 +416,21 @@ pub fn calendar_monthly() -> Config {
         aggregates:
             "count(*) AS n, sum(amount) AS total, avg(qty) AS mean_qty, min(amount) AS lo, \
                      sum(amount * qty) FILTER (WHERE qty > 2) AS big_revenue, \
-                     count(*) FILTER (WHERE amount IS NULL OR amount < 10) AS small",
-        aliases: vec!["n", "total", "mean_qty", "lo", "big_revenue", "small"],
+                     count(*) FILTER (WHERE amount IS NULL OR amount < 10) AS small, \
+                     count(DISTINCT qty) FILTER (WHERE amount > 10) AS qtys, \
+                     percentile_disc(0.5) WITHIN GROUP (ORDER BY amount DESC) AS med, \
+                     mode() WITHIN GROUP (ORDER BY qty) AS common_qty",
+        aliases: vec![
+            "n",
+            "total",
+            "mean_qty",
+            "lo",
+            "big_revenue",
+            "small",
+            "qtys",
+            "med",
+            "common_qty",
+        ],
         steps: 80,
         start: utc("2023-11-01 00:00"),
     }
@@ -498,8 +511,9 @@ pub fn cumulate_daily() -> Config {
         lateness_sql: "6 hours",
         advance: 3 * HOUR,
         aggregates:
-            "count(*) AS n, sum(amount) AS revenue, avg(qty) AS mean_qty, max(amount) AS hi",
-        aliases: vec!["n", "revenue", "mean_qty", "hi"],
+            "count(*) AS n, sum(amount) AS revenue, avg(qty) AS mean_qty, max(amount) AS hi, \
+             bit_or(qty) AS qty_bits, array_agg(DISTINCT qty) AS qtys",
+        aliases: vec!["n", "revenue", "mean_qty", "hi", "qty_bits", "qtys"],
         steps: 70,
         start: utc("2026-03-27 00:00"),
     }
@@ -533,8 +547,12 @@ pub fn sessions_per_user() -> SessionConfig {
         aggregates: "count(*) AS clicks, sum(amount) AS total, avg(amount) AS mean, \
                      max(amount) AS hi, count(note) AS notes, \
                      max(length(note)) FILTER (WHERE amount > 20) AS longest, \
-                     sum(CASE WHEN note IS NULL THEN 1 ELSE 0 END) AS bare",
-        aliases: vec!["clicks", "total", "mean", "hi", "notes", "longest", "bare"],
+                     sum(CASE WHEN note IS NULL THEN 1 ELSE 0 END) AS bare, \
+                     count(DISTINCT note) AS kinds, bool_or(amount > 40) AS big, \
+                     percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS p50",
+        aliases: vec![
+            "clicks", "total", "mean", "hi", "notes", "longest", "bare", "kinds", "big", "p50",
+        ],
         steps: 90,
         start: utc("2026-05-01 08:00"),
     }
