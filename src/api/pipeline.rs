@@ -568,6 +568,16 @@ fn type_name(t: pg_sys::Oid) -> String {
         .unwrap_or_default()
 }
 
+/// Whether role `owner` may execute function `f`.
+fn may_execute(owner: pg_sys::Oid, f: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT has_function_privilege($1, $2, 'EXECUTE')",
+        &[owner.into(), f.into()],
+    )
+    .expect("privilege read")
+    .unwrap_or(false)
+}
+
 /// The functions of aggregate `agg` (an oid of `pg_aggregate`), called as `spec` says, in a
 /// pipeline of `owner`; refused with 0A000 when a pipeline cannot keep its state (see
 /// [`GenericAgg`]), and with 42501 when `owner` may not execute one of its functions.
@@ -694,13 +704,7 @@ fn generic_of(
                 "Filter the rows with a CASE in another aggregate, or drop the FILTER.",
             );
         }
-        let allowed = Spi::get_one_with_args::<bool>(
-            "SELECT has_function_privilege($1, $2, 'EXECUTE')",
-            &[owner.into(), agg.into()],
-        )
-        .expect("privilege read")
-        .unwrap_or(false);
-        if !allowed {
+        if !may_execute(owner, agg) {
             EtError::PermissionDenied {
                 message: format!(
                     "role {} may not execute aggregate {aggregate} of \"{alias}\"",
@@ -795,13 +799,7 @@ fn generic_of(
         );
     }
     for f in functions.into_iter().filter(|f| *f != pg_sys::InvalidOid) {
-        let allowed = Spi::get_one_with_args::<bool>(
-            "SELECT has_function_privilege($1, $2, 'EXECUTE')",
-            &[owner.into(), f.into()],
-        )
-        .expect("privilege read")
-        .unwrap_or(false);
-        if !allowed {
+        if !may_execute(owner, f) {
             EtError::PermissionDenied {
                 message: format!(
                     "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
