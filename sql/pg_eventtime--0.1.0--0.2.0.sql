@@ -224,3 +224,20 @@ CREATE EVENT TRIGGER eventtime_object_change ON ddl_command_end
 
 -- Every pipeline gets its views _provisional and _current, as its owner's.
 SELECT _eventtime.upgrade_pipeline(id) FROM _eventtime.pipeline ORDER BY id;
+
+-- Aggregates whose transition state is internal (src/pg/sealed.rs): a window keeps their
+-- serialized states sealed with this database's secret, which only the catalog's owner reads.
+-- The table is dumped with the database, so a restored database reads its states (the oldest
+-- key is the one in use).
+CREATE TABLE _eventtime.state_key (
+    key bytea NOT NULL,
+    made timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+REVOKE ALL ON _eventtime.state_key FROM PUBLIC;
+INSERT INTO _eventtime.state_key (key)
+SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text, '-', ''), 'hex');
+SELECT pg_catalog.pg_extension_config_dump('_eventtime.state_key', '');
+CREATE FUNCTION _eventtime.sealed_out(internal) RETURNS bytea
+LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_sealed_out';
+CREATE FUNCTION _eventtime.sealed_in(internal, bytea) RETURNS internal
+LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_sealed_in';

@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 use pgrx::PgRelation;
 
 use crate::core::aggregates::{
-    AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, KeptValues, ResolvedAgg,
+    AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, KeptValues, ResolvedAgg, SerialFns,
 };
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, Offsets, PipelineDef};
@@ -600,7 +600,11 @@ fn generic_of(
                         AND tp.proname IN ('float8_accum', 'float4_accum', 'float8_regr_accum'), \
                         a.aggtransfn::oid, a.aggfinalfn::oid, \
                         ARRAY(SELECT format_type(u.t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY u(t, o) ORDER BY u.o), \
-                        EXISTS (SELECT FROM unnest(p.proargtypes) u(t) JOIN pg_type ut ON ut.oid = u.t WHERE ut.typtype = 'p') \
+                        EXISTS (SELECT FROM unnest(p.proargtypes) u(t) JOIN pg_type ut ON ut.oid = u.t WHERE ut.typtype = 'p'), \
+                        (SELECT format('%I.%I', n.nspname, f.proname) FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace WHERE f.oid = a.aggserialfn), \
+                        (SELECT format('%I.%I', n.nspname, f.proname) FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace WHERE f.oid = a.aggdeserialfn), \
+                        CASE a.aggfinalmodify WHEN 's' THEN 'SHAREABLE' WHEN 'w' THEN 'READ_WRITE' ELSE 'READ_ONLY' END, \
+                        a.aggserialfn::oid, a.aggdeserialfn::oid \
                         FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid \
                         JOIN pg_type t ON t.oid = a.aggtranstype JOIN pg_type at ON at.oid = p.proargtypes[0] \
                         JOIN pg_proc tp ON tp.oid = a.aggtransfn JOIN pg_namespace tn ON tn.oid = tp.pronamespace \
@@ -640,6 +644,12 @@ fn generic_of(
                     .unwrap_or_default(),
                 flag(19),
             ),
+            (
+                text(20),
+                text(21),
+                text(22).unwrap_or_default(),
+                [oid(23), oid(24)],
+            ),
         )
     });
     let (
@@ -654,6 +664,7 @@ fn generic_of(
         bounded,
         functions,
         args,
+        serial,
     ) = row;
     let (arg_types, polymorphic_arg) = args;
     let (state_type, transfn, trans_strict) = trans;
@@ -685,19 +696,7 @@ fn generic_of(
                 "Aggregate the elements (a key column for each) or a scalar computed from the array.",
             );
         }
-        // Which aggregates ignore NULLs: those of a strict transition function, and of
-        // PostgreSQL's own all but those that collect their values (array_agg, json_agg,
-        // jsonb_agg); of the ordered-set ones, percentile_cont, percentile_disc and mode.
-        let builtin_ignoring_nulls = Spi::get_one_with_args::<bool>(
-            "SELECT p.pronamespace = 'pg_catalog'::regnamespace AND CASE WHEN $2 = 'o' \
-             THEN p.proname IN ('percentile_cont', 'percentile_disc', 'mode') \
-             ELSE p.proname NOT IN ('array_agg', 'json_agg', 'jsonb_agg') END \
-             FROM pg_proc p WHERE p.oid = $1",
-            &[agg.into(), kind.as_str().into()],
-        )
-        .expect("pg_proc read")
-        .unwrap_or(false);
-        let skip_nulls = builtin_ignoring_nulls || (kind == "n" && trans_strict);
+        let skip_nulls = ignores_nulls(agg, &kind, trans_strict);
         if k.filtered && !skip_nulls {
             refuse(
                 "it does not ignore NULLs, and a FILTER is kept as a NULL of the argument",
@@ -750,6 +749,7 @@ fn generic_of(
                 skip_nulls,
                 collate,
             }),
+            serial: None,
         };
     }
     if kind != "n" {
@@ -758,26 +758,16 @@ fn generic_of(
             "A window's state is combined from partials in no particular order.",
         );
     }
-    // Internal first: whether an aggregate of an internal state has a combine function
-    // changes between server majors (array_agg and string_agg gained one in 16), and the
-    // refusal must not.
     if state_type == "internal" {
-        let moments = [
-            "stddev",
-            "stddev_samp",
-            "stddev_pop",
-            "variance",
-            "var_samp",
-            "var_pop",
-        ];
-        let name = aggregate.split('(').next().unwrap_or_default();
-        refuse(
-            "its transition state is internal, which a pipeline does not keep yet",
-            if moments.contains(&name.rsplit('.').next().unwrap_or_default()) {
-                "stddev, variance and their kinds keep an array of double precision for a double precision argument: write stddev(x::double precision)."
-            } else {
-                "Use an aggregate whose transition type is an ordinary type, such as one of your own with an array or composite state and a COMBINEFUNC."
-            },
+        return serial_of(
+            agg,
+            spec,
+            owner,
+            (aggregate, transfn, trans_strict),
+            (combine, combinefn, finalfn, final_extra),
+            (arg_type, arg_types, polymorphic_arg),
+            serial,
+            functions,
         );
     }
     if combine == pg_sys::InvalidOid {
@@ -835,6 +825,130 @@ fn generic_of(
         bounded,
         helper: String::new(),
         values: None,
+        serial: None,
+    }
+}
+
+/// Whether aggregate `agg` (of kind `kind`) ignores NULL arguments: those of a strict
+/// transition function, and of PostgreSQL's own all but those that collect their values
+/// (array_agg, json_agg, jsonb_agg); of the ordered-set ones, percentile_cont, percentile_disc
+/// and mode.
+fn ignores_nulls(agg: pg_sys::Oid, kind: &str, trans_strict: bool) -> bool {
+    let builtin = Spi::get_one_with_args::<bool>(
+        "SELECT p.pronamespace = 'pg_catalog'::regnamespace AND CASE WHEN $2 = 'o' \
+         THEN p.proname IN ('percentile_cont', 'percentile_disc', 'mode') \
+         ELSE p.proname NOT IN ('array_agg', 'json_agg', 'jsonb_agg') END \
+         FROM pg_proc p WHERE p.oid = $1",
+        &[agg.into(), kind.into()],
+    )
+    .expect("pg_proc read")
+    .unwrap_or(false);
+    builtin || (kind == "n" && trans_strict)
+}
+
+/// The [`GenericAgg`] of an aggregate whose transition state is `internal` (see
+/// [`SerialFns`]), or its refusal.
+#[allow(clippy::too_many_arguments)]
+fn serial_of(
+    agg: pg_sys::Oid,
+    spec: &AggSpec,
+    owner: pg_sys::Oid,
+    (aggregate, transfn, trans_strict): (String, String, bool),
+    (combine, combinefn, finalfn, final_extra): (pg_sys::Oid, Option<String>, Option<String>, bool),
+    (arg_type, arg_types, polymorphic_arg): (String, Vec<String>, bool),
+    (serialfn, deserialfn, final_modify, serial_oids): (
+        Option<String>,
+        Option<String>,
+        String,
+        [pg_sys::Oid; 2],
+    ),
+    functions: [pg_sys::Oid; 3],
+) -> GenericAgg {
+    let alias = &spec.alias;
+    let refuse = |why: &str, hint: &str| -> ! {
+        EtError::NotSupported {
+            message: format!(
+                "aggregate {aggregate} of \"{alias}\" is not supported in a pipeline: {why}"
+            ),
+            hint: hint.to_string(),
+        }
+        .raise()
+    };
+    if polymorphic_arg {
+        refuse(
+            "its argument type is polymorphic",
+            "Use an aggregate whose argument types are ordinary types.",
+        );
+    }
+    if arg_types.len() > 1 {
+        refuse(
+            "its transition state is internal and it has two or more arguments",
+            "A pipeline keeps internal states of aggregates of one argument.",
+        );
+    }
+    if combine == pg_sys::InvalidOid {
+        refuse(
+            "its transition state is internal and it has no combine function",
+            "A window's state is merged from partial states, as PostgreSQL's parallel aggregation does: use an aggregate with a COMBINEFUNC (string_agg and array_agg have one from PostgreSQL 16 on).",
+        );
+    }
+    let (Some(serialfn), Some(deserialfn)) = (serialfn, deserialfn) else {
+        refuse(
+            "its transition state is internal and it has no serialization functions",
+            "A window keeps an internal state in its serialized form: give the aggregate a SERIALFUNC and a DESERIALFUNC.",
+        )
+    };
+    let Some(finalfn) = finalfn.filter(|_| !final_extra) else {
+        refuse(
+            "its final function takes extra arguments",
+            "Use an aggregate whose final function takes the transition state alone.",
+        )
+    };
+    if spec.expr.as_ref().is_some_and(|e| e.filtered) && !ignores_nulls(agg, "n", trans_strict) {
+        refuse(
+            "it does not ignore NULLs, and a FILTER is passed to it as a NULL of the argument",
+            "Drop the FILTER, or filter the rows with a CASE in an aggregate that ignores NULLs.",
+        );
+    }
+    for f in functions
+        .into_iter()
+        .chain(serial_oids)
+        .chain([agg])
+        .filter(|f| *f != pg_sys::InvalidOid)
+    {
+        if !may_execute(owner, f) {
+            EtError::PermissionDenied {
+                message: format!(
+                    "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
+                    security::role_name(owner),
+                    Spi::get_one_with_args::<String>("SELECT $1::regprocedure::text", &[f.into()])
+                        .expect("function name")
+                        .unwrap_or_default()
+                ),
+                hint: "The pipeline runs the aggregate's functions as the source table's owner: grant it EXECUTE on them.".into(),
+            }
+            .raise()
+        }
+    }
+    GenericAgg {
+        aggregate,
+        transfn,
+        combinefn: combinefn.unwrap_or_default(),
+        finalfn: Some(finalfn),
+        final_extra: false,
+        arg_type,
+        arg_types: Vec::new(),
+        state_type: "bytea".into(),
+        initcond: None,
+        bounded: false,
+        helper: String::new(),
+        values: None,
+        serial: Some(SerialFns {
+            serialfn,
+            deserialfn,
+            final_modify,
+            what: String::new(),
+        }),
     }
 }
 
@@ -1367,6 +1481,12 @@ fn create_pipeline(
         for (i, a) in def.aggs.iter_mut().enumerate() {
             if let Some(g) = a.generic.as_mut() {
                 g.helper = format!("{INTERNAL_SCHEMA}.p{id}_a{i}");
+                if let Some(f) = g.serial.as_mut() {
+                    f.what = format!(
+                        "aggregate \"{}\" of pipeline \"{}\"",
+                        a.spec.alias, def.name
+                    );
+                }
             }
         }
         let definition = serde_json::to_string(&def).expect("definition serializes");

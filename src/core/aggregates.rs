@@ -115,6 +115,9 @@ pub struct AggExpr {
     /// transition state of the row alone ([`GenericAgg::row_state`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Whether the call has a `FILTER`, folded into [`AggExpr::sql`] as a NULL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub filtered: bool,
 }
 
 impl AggExpr {
@@ -211,6 +214,31 @@ pub struct GenericAgg {
     /// aggregate's own functions run only in its final helper (see [`KeptValues`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<KeptValues>,
+    /// Set for an aggregate whose transition state is `internal` (see [`SerialFns`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<SerialFns>,
+}
+
+/// The state of an aggregate whose transition state is `internal` (`stddev(numeric)`,
+/// `variance(bigint)`, a user's aggregate in C with serialization functions): the aggregate's
+/// serialization of it, sealed (`core::sealed`), in a `bytea` column
+/// ([`GenericAgg::state_type`]).
+///
+/// Its helpers ([`ResolvedAgg::helper_ddl`]) are aggregates of transition type `internal`,
+/// made by the catalog's owner: `_part(arg)` (the aggregate's transition function, then
+/// `_eventtime.sealed_out`: a statement's partial), `_comb(bytea)` (`_eventtime.sealed_in`,
+/// which opens, deserializes and combines each kept state, then `sealed_out`) and `_fin(bytea)`
+/// (`sealed_in`, then the aggregate's final function); each names the aggregate's combine and
+/// serialization functions, which `sealed_in` and `sealed_out` read from it. The SQL functions
+/// `_one(arg)`, `_merge(bytea, bytea)` and `_final(bytea)` call them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SerialFns {
+    pub serialfn: String,
+    pub deserialfn: String,
+    /// The aggregate's `FINALFUNC_MODIFY`: `READ_ONLY`, `SHAREABLE` or `READ_WRITE`.
+    pub final_modify: String,
+    /// What the errors of a kept state name: `aggregate "sd" of pipeline "readings"`.
+    pub what: String,
 }
 
 /// The state of an aggregate of [`Kept`] values: an array of its argument's type
@@ -478,6 +506,9 @@ impl ResolvedAgg {
         if let Some(k) = &g.values {
             return self.kept_ddl(g, k);
         }
+        if let Some(f) = &g.serial {
+            return self.serial_ddl(g, f);
+        }
         let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
         let init = g.initcond.as_deref().map(quote_literal);
         let initcond = init
@@ -576,12 +607,70 @@ impl ResolvedAgg {
         ]
     }
 
+    /// The helpers of an aggregate whose transition state is `internal` (see [`SerialFns`]),
+    /// in dependency order.
+    fn serial_ddl(&self, g: &GenericAgg, f: &SerialFns) -> Vec<String> {
+        let (h, arg) = (&g.helper, &g.arg_type);
+        let functions = format!(
+            "COMBINEFUNC = {}, SERIALFUNC = {}, DESERIALFUNC = {}",
+            g.combinefn, f.serialfn, f.deserialfn
+        );
+        let fin = g.finalfn.as_deref().unwrap_or_default();
+        let what = quote_literal(&f.what);
+        let mut out = vec![
+            format!(
+                "CREATE AGGREGATE {h}_part({arg}) (SFUNC = {}, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})",
+                g.transfn
+            ),
+            format!(
+                "CREATE AGGREGATE {h}_comb(bytea) (SFUNC = _eventtime.sealed_in, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})"
+            ),
+            format!(
+                "CREATE AGGREGATE {h}_fin(bytea) (SFUNC = _eventtime.sealed_in, STYPE = internal, FINALFUNC = {fin}, FINALFUNC_MODIFY = {}, {functions})",
+                f.final_modify
+            ),
+        ];
+        for a in [
+            format!("{h}_part({arg})"),
+            format!("{h}_comb(bytea)"),
+            format!("{h}_fin(bytea)"),
+        ] {
+            out.push(format!("COMMENT ON AGGREGATE {a} IS {what}"));
+        }
+        out.extend([
+            format!(
+                "CREATE FUNCTION {h}_merge(a bytea, b bytea) RETURNS bytea LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {h}_comb(x) FROM (VALUES (a), (b)) t(x); END"
+            ),
+            format!(
+                "CREATE FUNCTION {h}_one(v {arg}) RETURNS bytea LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {h}_part(v); END"
+            ),
+            format!(
+                "CREATE FUNCTION {h}_final(s bytea) RETURNS {} LANGUAGE sql PARALLEL SAFE\n\
+                 BEGIN ATOMIC SELECT {h}_fin(s); END",
+                self.result_type
+            ),
+        ]);
+        out
+    }
+
     /// The helper objects as (`AGGREGATE` or `FUNCTION`, signature), dependents first.
     pub fn helpers(&self) -> Vec<(&'static str, String)> {
         let Some(g) = &self.generic else {
             return Vec::new();
         };
         let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
+        if g.serial.is_some() {
+            return vec![
+                ("FUNCTION", format!("{h}_final(bytea)")),
+                ("FUNCTION", format!("{h}_one({arg})")),
+                ("FUNCTION", format!("{h}_merge(bytea, bytea)")),
+                ("AGGREGATE", format!("{h}_fin(bytea)")),
+                ("AGGREGATE", format!("{h}_comb(bytea)")),
+                ("AGGREGATE", format!("{h}_part({arg})")),
+            ];
+        }
         if g.values.is_some() {
             return vec![
                 ("FUNCTION", format!("{h}_final({st})")),
@@ -630,6 +719,7 @@ mod tests {
                 bounded: true,
                 helper: "_eventtime.p7_a2".into(),
                 values: None,
+                serial: None,
             }),
         }
     }

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod ident;
 pub mod landing;
 pub mod model;
+pub mod sealed;
 pub mod sqlgen;
 pub mod time;
 pub mod window;

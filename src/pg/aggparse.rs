@@ -571,6 +571,7 @@ impl Parsed {
                 sql,
                 columns,
                 args: many,
+                filtered: !filter.is_null(),
             });
         }
         Analysed {

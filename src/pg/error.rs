@@ -164,6 +164,11 @@ pub enum EtError {
         aggregate: String,
         what: &'static str,
     },
+    /// 55000: a kept transition state of type internal was serialized by another server
+    /// major version, whose format this one does not read.
+    StateOfOtherMajor { what: String, written: u16 },
+    /// XX001: bytes given as a kept transition state that no pipeline of this database wrote.
+    ForeignState { what: String },
 }
 
 impl EtError {
@@ -200,6 +205,8 @@ impl EtError {
             ColumnInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
             AccumulatorOverflow { .. } => ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             MutableAggregateExpression { .. } => ERRCODE_INVALID_OBJECT_DEFINITION,
+            StateOfOtherMajor { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ForeignState { .. } => ERRCODE_DATA_CORRUPTED,
             NameInUse { .. } => ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
         }
     }
@@ -223,6 +230,12 @@ impl EtError {
             MutableAggregateExpression { aggregate, what } => {
                 format!("the {what} of aggregate \"{aggregate}\" is not immutable")
             }
+            StateOfOtherMajor { what, written, .. } => format!(
+                "the kept state of {what} was written by PostgreSQL {written}"
+            ),
+            ForeignState { what } => format!(
+                "the bytes given as a kept state of {what} were not written by a pipeline of this database"
+            ),
             AccumulatorOverflow {
                 pipeline,
                 aggregate,
@@ -354,6 +367,12 @@ impl EtError {
         use EtError::*;
         match self {
             InvalidParameter { detail, .. } => detail.clone(),
+            StateOfOtherMajor { .. } => Some(
+                "An aggregate whose transition state is internal is kept in its serialized form, which only the server major version that wrote it reads. The versions already published are unchanged.".into(),
+            ),
+            ForeignState { .. } => Some(
+                "A kept state carries a seal made with this database's secret; these bytes have none that matches, and are not handed to the aggregate's deserialization function.".into(),
+            ),
             NameInUse {
                 expression, error, ..
             } => Some(format!(
@@ -420,6 +439,12 @@ impl EtError {
             NameInUse { pipeline, .. } => Some(format!(
                 "Keep the name, or drop the pipeline with eventtime.drop_pipeline('{pipeline}'), make the change and create the pipeline again."
             )),
+            StateOfOtherMajor { .. } => Some(
+                "Recreate the pipeline after the upgrade (eventtime.drop_pipeline, then eventtime.create_pipeline) to fold new rows into its windows; or keep the aggregate over a double precision argument, whose state is an ordinary array.".into(),
+            ),
+            ForeignState { .. } => Some(
+                "Write kept states only through the pipeline; a state copied from another database cannot be read in this one.".into(),
+            ),
             MutableAggregateExpression { .. } => Some(
                 "A pipeline computes an aggregate's argument again when it restates a window, from the row as it was stored: use immutable functions and operators only (now(), random() and casts between text and timestamptz are not; write such values into a column of the source instead)."
                     .into(),
