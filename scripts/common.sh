@@ -30,7 +30,7 @@ as_root() {
 
 # Debian packages, cargo-pgrx and pgrx's configuration.
 ensure_deps() {
-    local pkgs=(postgresql-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR} postgresql-${PG_MAJOR}-cron postgresql-${PG_MAJOR}-partman libclang-dev clang sudo build-essential pkg-config python3)
+    local pkgs=(postgresql-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR} postgresql-${PG_MAJOR}-cron postgresql-${PG_MAJOR}-partman postgresql-${PG_MAJOR}-hll postgresql-${PG_MAJOR}-tdigest libclang-dev clang sudo build-essential pkg-config python3)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

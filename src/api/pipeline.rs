@@ -880,12 +880,6 @@ fn serial_of(
             "Use an aggregate whose argument types are ordinary types.",
         );
     }
-    if arg_types.len() > 1 {
-        refuse(
-            "its transition state is internal and it has two or more arguments",
-            "A pipeline keeps internal states of aggregates of one argument.",
-        );
-    }
     if combine == pg_sys::InvalidOid {
         refuse(
             "its transition state is internal and it has no combine function",
@@ -937,7 +931,12 @@ fn serial_of(
         finalfn: Some(finalfn),
         final_extra: false,
         arg_type,
-        arg_types: Vec::new(),
+        // Two or more: their row's type is named with the helpers (see `SerialFns`).
+        arg_types: if arg_types.len() > 1 {
+            arg_types
+        } else {
+            Vec::new()
+        },
         state_type: "bytea".into(),
         initcond: None,
         bounded: false,
@@ -1363,7 +1362,8 @@ fn create_pipeline(
         .map(|(((mut spec, result_type), avg_kind), generic)| {
             // Two or more arguments: the ingest statements read each row's transition state.
             if let (Some(e), Some(g)) = (spec.expr.as_mut(), &generic) {
-                if !e.args.is_empty() {
+                // (For an internal state, a row of them, made once the helpers are named.)
+                if !e.args.is_empty() && g.serial.is_none() {
                     e.sql = g.row_state(&e.args);
                 }
             }
@@ -1486,6 +1486,13 @@ fn create_pipeline(
                         "aggregate \"{}\" of pipeline \"{}\"",
                         a.spec.alias, def.name
                     );
+                    // Two or more arguments: the ingest statements give them as one row of
+                    // the helper's composite type (see `SerialFns`).
+                    if !g.arg_types.is_empty() {
+                        g.arg_type = format!("{}_args", g.helper);
+                        let e = a.spec.expr.as_mut().expect("arguments are an expression");
+                        e.sql = format!("ROW({})::{}", e.args.join(", "), g.arg_type);
+                    }
                 }
             }
         }
@@ -1562,7 +1569,12 @@ fn create_pipeline(
     analysed.record_dependencies(&depender);
     // And on the aggregates' helper objects, which depend on the aggregates' functions: a DROP
     // ... CASCADE of one of those reaches the trigger, and is refused by the event trigger.
-    for (_, signature) in def.aggs.iter().flat_map(|a| a.helpers()) {
+    for (_, signature) in def
+        .aggs
+        .iter()
+        .flat_map(|a| a.helpers())
+        .filter(|(kind, _)| *kind != "TYPE")
+    {
         let helper = as_catalog_owner(|| {
             Spi::get_one_with_args::<pg_sys::Oid>(
                 "SELECT to_regprocedure($1)::oid",

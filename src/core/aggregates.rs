@@ -346,6 +346,12 @@ impl ResolvedAgg {
                     g.helper, k.elem_type
                 )];
             }
+            if g.serial.is_some() && !g.arg_types.is_empty() {
+                let fields: Vec<String> = (1..=g.arg_types.len())
+                    .map(|j| format!("(({v})::{}).a{j}", g.arg_type))
+                    .collect();
+                return vec![format!("{}_part({}){filter}", g.helper, fields.join(", "))];
+            }
             return vec![format!("{}_part(({v})::{}){filter}", g.helper, g.arg_type)];
         }
         let mut out = vec![match (self.spec.func, self.spec.has_arg(), self.avg_kind) {
@@ -611,15 +617,27 @@ impl ResolvedAgg {
     /// in dependency order.
     fn serial_ddl(&self, g: &GenericAgg, f: &SerialFns) -> Vec<String> {
         let (h, arg) = (&g.helper, &g.arg_type);
+        let (args, fields) = Self::serial_args(g);
         let functions = format!(
             "COMBINEFUNC = {}, SERIALFUNC = {}, DESERIALFUNC = {}",
             g.combinefn, f.serialfn, f.deserialfn
         );
         let fin = g.finalfn.as_deref().unwrap_or_default();
         let what = quote_literal(&f.what);
-        let mut out = vec![
+        let mut out = Vec::new();
+        if !g.arg_types.is_empty() {
+            let columns: Vec<String> = g
+                .arg_types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| format!("a{} {t}", j + 1))
+                .collect();
+            out.push(format!("CREATE TYPE {arg} AS ({})", columns.join(", ")));
+        }
+        // Not PARALLEL SAFE: the seal reads the database's key as the catalog's owner.
+        out.extend([
             format!(
-                "CREATE AGGREGATE {h}_part({arg}) (SFUNC = {}, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})",
+                "CREATE AGGREGATE {h}_part({args}) (SFUNC = {}, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})",
                 g.transfn
             ),
             format!(
@@ -629,9 +647,9 @@ impl ResolvedAgg {
                 "CREATE AGGREGATE {h}_fin(bytea) (SFUNC = _eventtime.sealed_in, STYPE = internal, FINALFUNC = {fin}, FINALFUNC_MODIFY = {}, {functions})",
                 f.final_modify
             ),
-        ];
+        ]);
         for a in [
-            format!("{h}_part({arg})"),
+            format!("{h}_part({args})"),
             format!("{h}_comb(bytea)"),
             format!("{h}_fin(bytea)"),
         ] {
@@ -639,20 +657,33 @@ impl ResolvedAgg {
         }
         out.extend([
             format!(
-                "CREATE FUNCTION {h}_merge(a bytea, b bytea) RETURNS bytea LANGUAGE sql PARALLEL SAFE\n\
+                "CREATE FUNCTION {h}_merge(a bytea, b bytea) RETURNS bytea LANGUAGE sql\n\
                  BEGIN ATOMIC SELECT {h}_comb(x) FROM (VALUES (a), (b)) t(x); END"
             ),
             format!(
-                "CREATE FUNCTION {h}_one(v {arg}) RETURNS bytea LANGUAGE sql PARALLEL SAFE\n\
-                 BEGIN ATOMIC SELECT {h}_part(v); END"
+                "CREATE FUNCTION {h}_one(v {arg}) RETURNS bytea LANGUAGE sql\n\
+                 BEGIN ATOMIC SELECT {h}_part({fields}); END"
             ),
             format!(
-                "CREATE FUNCTION {h}_final(s bytea) RETURNS {} LANGUAGE sql PARALLEL SAFE\n\
+                "CREATE FUNCTION {h}_final(s bytea) RETURNS {} LANGUAGE sql\n\
                  BEGIN ATOMIC SELECT {h}_fin(s); END",
                 self.result_type
             ),
         ]);
         out
+    }
+
+    /// The argument types of an internal-state aggregate's `_part` helper, and its arguments
+    /// from the argument `v` of `_one`: the argument itself, or for two or more arguments, the
+    /// fields of their row (of the composite type [`GenericAgg::arg_type`]).
+    fn serial_args(g: &GenericAgg) -> (String, String) {
+        if g.arg_types.is_empty() {
+            return (g.arg_type.clone(), "v".to_string());
+        }
+        let fields: Vec<String> = (1..=g.arg_types.len())
+            .map(|j| format!("(v).a{j}"))
+            .collect();
+        (g.arg_types.join(", "), fields.join(", "))
     }
 
     /// The helper objects as (`AGGREGATE` or `FUNCTION`, signature), dependents first.
@@ -662,14 +693,19 @@ impl ResolvedAgg {
         };
         let (h, st, arg) = (&g.helper, &g.state_type, &g.arg_type);
         if g.serial.is_some() {
-            return vec![
+            let (args, _) = Self::serial_args(g);
+            let mut out = vec![
                 ("FUNCTION", format!("{h}_final(bytea)")),
                 ("FUNCTION", format!("{h}_one({arg})")),
                 ("FUNCTION", format!("{h}_merge(bytea, bytea)")),
                 ("AGGREGATE", format!("{h}_fin(bytea)")),
                 ("AGGREGATE", format!("{h}_comb(bytea)")),
-                ("AGGREGATE", format!("{h}_part({arg})")),
+                ("AGGREGATE", format!("{h}_part({args})")),
             ];
+            if !g.arg_types.is_empty() {
+                out.push(("TYPE", arg.clone()));
+            }
+            return out;
         }
         if g.values.is_some() {
             return vec![
@@ -783,6 +819,56 @@ mod tests {
                 "AGGREGATE",
                 "_eventtime.p7_a2_part(double precision)".to_string()
             )
+        );
+    }
+
+    #[test]
+    fn an_internal_state_is_kept_sealed_through_helpers_of_the_aggregates_functions() {
+        let mut a = stddev();
+        a.result_type = "numeric".into();
+        let g = a.generic.as_mut().unwrap();
+        g.transfn = "pg_catalog.numeric_accum".into();
+        g.combinefn = "pg_catalog.numeric_combine".into();
+        g.finalfn = Some("pg_catalog.numeric_stddev_samp".into());
+        g.arg_type = "numeric".into();
+        g.state_type = "bytea".into();
+        g.initcond = None;
+        g.bounded = false;
+        g.serial = Some(SerialFns {
+            serialfn: "pg_catalog.numeric_serialize".into(),
+            deserialfn: "pg_catalog.numeric_deserialize".into(),
+            final_modify: "READ_ONLY".into(),
+            what: "aggregate \"sd\" of pipeline \"o'k\"".into(),
+        });
+        assert_eq!(
+            a.partials(2, ""),
+            vec![r#"_eventtime.p7_a2_part(("_et_v2")::numeric)"#]
+        );
+        assert!(!a.sums());
+        let ddl = a.helper_ddl();
+        let functions = "COMBINEFUNC = pg_catalog.numeric_combine, SERIALFUNC = pg_catalog.numeric_serialize, DESERIALFUNC = pg_catalog.numeric_deserialize";
+        assert_eq!(ddl[0], format!("CREATE AGGREGATE _eventtime.p7_a2_part(numeric) (SFUNC = pg_catalog.numeric_accum, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})"));
+        assert_eq!(ddl[1], format!("CREATE AGGREGATE _eventtime.p7_a2_comb(bytea) (SFUNC = _eventtime.sealed_in, STYPE = internal, FINALFUNC = _eventtime.sealed_out, {functions})"));
+        assert_eq!(ddl[2], format!("CREATE AGGREGATE _eventtime.p7_a2_fin(bytea) (SFUNC = _eventtime.sealed_in, STYPE = internal, FINALFUNC = pg_catalog.numeric_stddev_samp, FINALFUNC_MODIFY = READ_ONLY, {functions})"));
+        assert_eq!(
+            ddl[3],
+            r#"COMMENT ON AGGREGATE _eventtime.p7_a2_part(numeric) IS 'aggregate "sd" of pipeline "o''k"'"#
+        );
+        assert!(ddl[6].contains("SELECT _eventtime.p7_a2_comb(x) FROM (VALUES (a), (b)) t(x)"));
+        assert!(
+            ddl[8].starts_with("CREATE FUNCTION _eventtime.p7_a2_final(s bytea) RETURNS numeric")
+        );
+        assert!(ddl.iter().all(|d| !d.contains("PARALLEL SAFE")));
+        // Each helper is dropped, dependents first.
+        let helpers = a.helpers();
+        assert_eq!(helpers.len(), 6);
+        assert_eq!(
+            helpers[0],
+            ("FUNCTION", "_eventtime.p7_a2_final(bytea)".to_string())
+        );
+        assert_eq!(
+            helpers[5],
+            ("AGGREGATE", "_eventtime.p7_a2_part(numeric)".to_string())
         );
     }
 

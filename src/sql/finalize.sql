@@ -263,9 +263,9 @@ INSERT INTO _eventtime.state_key (key)
 SELECT pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text, '-', ''), 'hex');
 SELECT pg_catalog.pg_extension_config_dump('_eventtime.state_key', '');
 CREATE FUNCTION _eventtime.sealed_out(internal) RETURNS bytea
-LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_sealed_out';
+LANGUAGE c AS 'MODULE_PATHNAME', 'eventtime_sealed_out';
 CREATE FUNCTION _eventtime.sealed_in(internal, bytea) RETURNS internal
-LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'eventtime_sealed_in';
+LANGUAGE c AS 'MODULE_PATHNAME', 'eventtime_sealed_in';
 
 -- Run by the upgrade scripts only (it also checks that its caller is a superuser).
 REVOKE ALL ON FUNCTION _eventtime.upgrade_pipeline(integer) FROM PUBLIC;

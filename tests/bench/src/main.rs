@@ -1217,6 +1217,73 @@ fn workload_a_expressions(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -
     ])
 }
 
+/// (a) with any aggregate (SPEC §11): the same `COPY` without event ids into a pipeline with
+/// `stddev` of a numeric (an `internal` state, kept serialized), a `FILTER` and a
+/// `count(DISTINCT)` (its values kept), against the table alone, in turns; and what the pipeline
+/// adds to the `COPY` next to PostgreSQL's own `GROUP BY` of the same aggregates over the loaded
+/// rows, timed on the table-alone side. After the firing, every window must equal that
+/// `GROUP BY`.
+fn workload_a_any_aggregate(c: &mut Client, opts: &Opts, data: &[u8], s: &Sizes) -> Res<Vec<Row>> {
+    println!(
+        "(a) any aggregate: COPY of {} events without event ids, stddev, FILTER and count(DISTINCT)",
+        num(s.a_events)
+    );
+    const AGGREGATES: &str = "count(*) AS n, stddev(amount) AS sd, \
+        sum(amount) FILTER (WHERE amount > 50) AS big, count(DISTINCT amount) AS kinds";
+    const SAME: &str =
+        "count(*), stddev(amount), sum(amount) FILTER (WHERE amount > 50), count(DISTINCT amount)";
+    let create = CREATE_PIPELINE_NO_IDS.replace(
+        "'count(*) AS n, sum(amount) AS total'",
+        &format!("'{AGGREGATES}'"),
+    );
+    if create == CREATE_PIPELINE_NO_IDS {
+        return Err("the pipeline's definition did not take its aggregates".into());
+    }
+    let group_by =
+        format!("SELECT count(*) FROM (SELECT k, {FLOOR_WINDOW}, {SAME} FROM ev GROUP BY 1, 2) g");
+    let mut grouped = Vec::new();
+    let sides = [(0, "plain"), (1, "any aggregate")];
+    let t = turns("(a) any aggregate", &sides, opts.runs, |side| {
+        reset_with(c, [None, Some(create.as_str())][side])?;
+        settle(c)?;
+        let d = timed(|| copy_in(c, data))?;
+        if side == 0 {
+            grouped.push(timed(|| scalar(c, &group_by).map(drop))?);
+        } else {
+            advance(c, "infinity")?;
+            let differences = scalar(
+                c,
+                &format!(
+                    "SELECT count(*) FROM ((SELECT k, window_start, n, sd, big, kinds FROM bench_latest \
+                       EXCEPT SELECT k, {FLOOR_WINDOW}, {SAME} FROM ev GROUP BY 1, 2) \
+                     UNION ALL (SELECT k, {FLOOR_WINDOW}, {SAME} FROM ev GROUP BY 1, 2 \
+                       EXCEPT SELECT k, window_start, n, sd, big, kinds FROM bench_latest)) d"
+                ),
+            )?;
+            if differences != 0 {
+                return Err(format!(
+                    "{differences} windows differ from GROUP BY of the same aggregates"
+                ));
+            }
+        }
+        Ok(d)
+    })?;
+    Ok(vec![
+        Row::times(
+            "(a) the same `COPY` without ids, `stddev(numeric)`, a `FILTER` and a `count(DISTINCT)` vs plain `COPY`"
+                .to_string(),
+            t[1],
+            t[0],
+        ),
+        Row::times(
+            "(a) what those aggregates add to the `COPY` vs PostgreSQL's `GROUP BY` of them over the loaded rows"
+                .to_string(),
+            t[1].saturating_sub(t[0]),
+            median(grouped),
+        ),
+    ])
+}
+
 /// (a) with offsets: the same `COPY` into a pipeline whose rows carry offsets (SPEC §12), against
 /// the table alone and the floor, which groups the rows into the state by hand and moves one
 /// committed offset to the greatest of the load, in the `COPY`'s transaction.
@@ -2090,6 +2157,7 @@ fn run() -> Res<Vec<String>> {
         let offsets = workload_a_offsets(&mut c, &opts, &a_data, &s)?;
         let cumulate = workload_a_cumulate(&mut c, &opts, &a_data, &s)?;
         let expressions = workload_a_expressions(&mut c, &opts, &a_data, &s)?;
+        let any_aggregate = workload_a_any_aggregate(&mut c, &opts, &a_data, &s)?;
         let indexed = workload_a_indexed(&mut c, &opts, &a_data, &s)?;
         let (row, plain, arrays, trigger) = workload_a(&mut c, &opts, &a_data, &s)?;
         a_arrays = Some((arrays, trigger, row.without.value()));
@@ -2100,6 +2168,7 @@ fn run() -> Res<Vec<String>> {
         rows.push(offsets);
         rows.extend(cumulate);
         rows.extend(expressions);
+        rows.extend(any_aggregate);
     }
     if opts.wants('e') {
         // The last measurement of (a) is a pipeline side: its load is still there.

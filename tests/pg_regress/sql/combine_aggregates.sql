@@ -135,7 +135,6 @@ FROM (VALUES
     (2, 'array_agg(qty) AS s'),
     (3, 'regr_slope(amount) AS s'),
     (4, 'rank(1) WITHIN GROUP (ORDER BY amount) AS s'),
-    (5, 'string_agg(store, '','') AS s'),
     (6, 'median(amount) AS s'),
     (7, 'spread(amount) AS s'),
     (8, 'bool_and(qty) AS s'),

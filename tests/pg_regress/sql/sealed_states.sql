@@ -141,7 +141,6 @@ SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, 
 FROM (VALUES
     (1, 'ss_app.no_serial(amount) AS s'),
     (2, 'ss_app.nvar(amount) FILTER (WHERE ok) AS s'),
-    (3, 'string_agg(store, '','') AS s'),
     (4, 'array_agg(qty) AS s')
 ) AS a(n, list)
 ORDER BY a.n;

@@ -419,7 +419,8 @@ pub fn calendar_monthly() -> Config {
                      count(*) FILTER (WHERE amount IS NULL OR amount < 10) AS small, \
                      count(DISTINCT qty) FILTER (WHERE amount > 10) AS qtys, \
                      percentile_disc(0.5) WITHIN GROUP (ORDER BY amount DESC) AS med, \
-                     mode() WITHIN GROUP (ORDER BY qty) AS common_qty",
+                     mode() WITHIN GROUP (ORDER BY qty) AS common_qty, \
+                     stddev(amount) AS sd_amount, variance(qty) FILTER (WHERE amount > 10) AS var_qty",
         aliases: vec![
             "n",
             "total",
@@ -430,6 +431,8 @@ pub fn calendar_monthly() -> Config {
             "qtys",
             "med",
             "common_qty",
+            "sd_amount",
+            "var_qty",
         ],
         steps: 80,
         start: utc("2023-11-01 00:00"),
@@ -512,8 +515,11 @@ pub fn cumulate_daily() -> Config {
         advance: 3 * HOUR,
         aggregates:
             "count(*) AS n, sum(amount) AS revenue, avg(qty) AS mean_qty, max(amount) AS hi, \
-             bit_or(qty) AS qty_bits, array_agg(DISTINCT qty) AS qtys",
-        aliases: vec!["n", "revenue", "mean_qty", "hi", "qty_bits", "qtys"],
+             bit_or(qty) AS qty_bits, array_agg(DISTINCT qty) AS qtys, \
+             stddev_samp(qty::bigint * 3) AS sd_qty",
+        aliases: vec![
+            "n", "revenue", "mean_qty", "hi", "qty_bits", "qtys", "sd_qty",
+        ],
         steps: 70,
         start: utc("2026-03-27 00:00"),
     }
@@ -549,9 +555,11 @@ pub fn sessions_per_user() -> SessionConfig {
                      max(length(note)) FILTER (WHERE amount > 20) AS longest, \
                      sum(CASE WHEN note IS NULL THEN 1 ELSE 0 END) AS bare, \
                      count(DISTINCT note) AS kinds, bool_or(amount > 40) AS big, \
-                     percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS p50",
+                     percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS p50, \
+                     var_pop(amount) AS vp",
         aliases: vec![
             "clicks", "total", "mean", "hi", "notes", "longest", "bare", "kinds", "big", "p50",
+            "vp",
         ],
         steps: 90,
         start: utc("2026-05-01 08:00"),
