@@ -788,21 +788,7 @@ fn generic_of(
             "A pipeline passes FILTER as a NULL argument and merges NULL states as strict functions do: declare them STRICT.",
         );
     }
-    for f in functions.into_iter().filter(|f| *f != pg_sys::InvalidOid) {
-        if !may_execute(owner, f) {
-            EtError::PermissionDenied {
-                message: format!(
-                    "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
-                    security::role_name(owner),
-                    Spi::get_one_with_args::<String>("SELECT $1::regprocedure::text", &[f.into()])
-                        .expect("function name")
-                        .unwrap_or_default()
-                ),
-                hint: "The pipeline runs the aggregate's functions as the source table's owner: grant it EXECUTE on them.".into(),
-            }
-            .raise()
-        }
-    }
+    require_execute(owner, functions, &aggregate, alias);
     let multi = arg_types.len() > 1;
     if multi && initcond.is_none() {
         // PostgreSQL refuses a strict transition function of two or more arguments without
@@ -904,26 +890,12 @@ fn serial_of(
             "Drop the FILTER, or filter the rows with a CASE in an aggregate that ignores NULLs.",
         );
     }
-    for f in functions
-        .into_iter()
-        .chain(serial_oids)
-        .chain([agg])
-        .filter(|f| *f != pg_sys::InvalidOid)
-    {
-        if !may_execute(owner, f) {
-            EtError::PermissionDenied {
-                message: format!(
-                    "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
-                    security::role_name(owner),
-                    Spi::get_one_with_args::<String>("SELECT $1::regprocedure::text", &[f.into()])
-                        .expect("function name")
-                        .unwrap_or_default()
-                ),
-                hint: "The pipeline runs the aggregate's functions as the source table's owner: grant it EXECUTE on them.".into(),
-            }
-            .raise()
-        }
-    }
+    require_execute(
+        owner,
+        functions.into_iter().chain(serial_oids).chain([agg]),
+        &aggregate,
+        alias,
+    );
     GenericAgg {
         aggregate,
         transfn,
@@ -948,6 +920,31 @@ fn serial_of(
             final_modify,
             what: String::new(),
         }),
+    }
+}
+
+/// Refuses with 42501 the first of `functions` (an aggregate's, `InvalidOid` where it has
+/// none) that `owner` may not execute.
+fn require_execute(
+    owner: pg_sys::Oid,
+    functions: impl IntoIterator<Item = pg_sys::Oid>,
+    aggregate: &str,
+    alias: &str,
+) {
+    for f in functions.into_iter().filter(|f| *f != pg_sys::InvalidOid) {
+        if !may_execute(owner, f) {
+            EtError::PermissionDenied {
+                message: format!(
+                    "role {} may not execute {}, which aggregate {aggregate} of \"{alias}\" calls",
+                    security::role_name(owner),
+                    Spi::get_one_with_args::<String>("SELECT $1::regprocedure::text", &[f.into()])
+                        .expect("function name")
+                        .unwrap_or_default()
+                ),
+                hint: "The pipeline runs the aggregate's functions as the source table's owner: grant it EXECUTE on them.".into(),
+            }
+            .raise()
+        }
     }
 }
 

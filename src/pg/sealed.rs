@@ -177,6 +177,21 @@ unsafe fn call_in_aggregate(
     }
 }
 
+/// The bytes of a `bytea` datum, detoasted (into the current memory context, for the call).
+///
+/// # Safety
+/// `d` is a non-NULL `bytea` datum.
+unsafe fn bytes_of<'a>(d: pg_sys::Datum) -> &'a [u8] {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+        std::slice::from_raw_parts(
+            pgrx::varlena::vardata_any(v) as *const u8,
+            pgrx::varlena::varsize_any_exhdr(v),
+        )
+    }
+}
+
 #[no_mangle]
 #[doc(hidden)]
 pub extern "C" fn pg_finfo_eventtime_sealed_out() -> &'static pg_sys::Pg_finfo_record {
@@ -214,12 +229,7 @@ pub unsafe extern "C-unwind" fn eventtime_sealed_out(
             (*fcinfo).isnull = true;
             return pg_sys::Datum::from(0);
         }
-        let v = pg_sys::pg_detoast_datum_packed(bytes.cast_mut_ptr());
-        let payload = std::slice::from_raw_parts(
-            pgrx::varlena::vardata_any(v) as *const u8,
-            pgrx::varlena::varsize_any_exhdr(v),
-        );
-        let sealed = sealed::seal(&key(), running_major(), &fns.serial_name, payload);
+        let sealed = sealed::seal(&key(), running_major(), &fns.serial_name, bytes_of(bytes));
         sealed.as_slice().into_datum().expect("bytea datum")
     }
 }
@@ -244,12 +254,12 @@ pub unsafe extern "C-unwind" fn eventtime_sealed_in(
             (*fcinfo).isnull = state.isnull;
             return state.value;
         }
-        let v = pg_sys::pg_detoast_datum_packed(kept.value.cast_mut_ptr());
-        let bytes = std::slice::from_raw_parts(
-            pgrx::varlena::vardata_any(v) as *const u8,
-            pgrx::varlena::varsize_any_exhdr(v),
-        );
-        let payload = match sealed::open(&key(), running_major(), &fns.serial_name, bytes) {
+        let payload = match sealed::open(
+            &key(),
+            running_major(),
+            &fns.serial_name,
+            bytes_of(kept.value),
+        ) {
             Ok(p) => p,
             Err(Unsealed::OtherMajor(written)) => EtError::StateOfOtherMajor {
                 what: fns.what.clone(),

@@ -144,6 +144,12 @@ FROM (VALUES
     (4, 'array_agg(qty) AS s')
 ) AS a(n, list)
 ORDER BY a.n;
+-- An aggregate its owner may not execute, kept as a state or as values: refused (42501).
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION ss_app.nvar(numeric) FROM PUBLIC;
+SET ROLE ss_owner;
+SELECT pg_temp.try($$SELECT eventtime.create_pipeline('ss_bad', 'ss_app.ss_events', 'at', '1 day', aggregates => 'ss_app.nvar(amount) AS s')$$) AS state,
+       pg_temp.try($$SELECT eventtime.create_pipeline('ss_bad', 'ss_app.ss_events', 'at', '1 day', aggregates => 'ss_app.nvar(DISTINCT amount) AS s')$$) AS "values";
 -- The helpers go with the pipelines.
 DROP VIEW ss_app.ss_got, ss_app.ss_expected;
 SELECT eventtime.drop_pipeline(p) FROM unnest(ARRAY['ss', 'ss_s', 'ss_h']) p;
