@@ -671,15 +671,7 @@ fn generic_of(
     let (combinefn, combine_strict, finalfn, final_extra) = comb;
     let (arg_type, arg_kind) = arg;
     let alias = &spec.alias;
-    let refuse = |why: &str, hint: &str| -> ! {
-        EtError::NotSupported {
-            message: format!(
-                "aggregate {aggregate} of \"{alias}\" is not supported in a pipeline: {why}"
-            ),
-            hint: hint.to_string(),
-        }
-        .raise()
-    };
+    let refuse = |why: &str, hint: &str| -> ! { not_in_pipeline(&aggregate, alias, why, hint) };
     if kind == "h" {
         refuse(
             "it is a hypothetical-set aggregate",
@@ -815,6 +807,17 @@ fn generic_of(
     }
 }
 
+/// The 0A000 refusal of aggregate `aggregate` (as `regprocedure` shows it), named `alias`.
+fn not_in_pipeline(aggregate: &str, alias: &str, why: &str, hint: &str) -> ! {
+    EtError::NotSupported {
+        message: format!(
+            "aggregate {aggregate} of \"{alias}\" is not supported in a pipeline: {why}"
+        ),
+        hint: hint.to_string(),
+    }
+    .raise()
+}
+
 /// Whether aggregate `agg` (of kind `kind`) ignores NULL arguments: those of a strict
 /// transition function, and of PostgreSQL's own all but those that collect their values
 /// (array_agg, json_agg, jsonb_agg); of the ordered-set ones, percentile_cont, percentile_disc
@@ -851,15 +854,7 @@ fn serial_of(
     functions: [pg_sys::Oid; 3],
 ) -> GenericAgg {
     let alias = &spec.alias;
-    let refuse = |why: &str, hint: &str| -> ! {
-        EtError::NotSupported {
-            message: format!(
-                "aggregate {aggregate} of \"{alias}\" is not supported in a pipeline: {why}"
-            ),
-            hint: hint.to_string(),
-        }
-        .raise()
-    };
+    let refuse = |why: &str, hint: &str| -> ! { not_in_pipeline(&aggregate, alias, why, hint) };
     if polymorphic_arg {
         refuse(
             "its argument type is polymorphic",
