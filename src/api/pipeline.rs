@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 use pgrx::PgRelation;
 
 use crate::core::aggregates::{
-    AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, KeptValues, ResolvedAgg, SerialFns,
+    AggExpr, AggFunc, AggSpec, AvgKind, GenericAgg, Kept, KeptValues, ResolvedAgg, SerialFns,
 };
 use crate::core::ident::{quote_ident, quote_literal};
 use crate::core::model::{Column, Offsets, PipelineDef};
@@ -820,15 +820,15 @@ fn not_in_pipeline(aggregate: &str, alias: &str, why: &str, hint: &str) -> ! {
 
 /// Whether aggregate `agg` (of kind `kind`) ignores NULL arguments: those of a strict
 /// transition function, and of PostgreSQL's own all but those that collect their values
-/// (array_agg, json_agg, jsonb_agg); of the ordered-set ones, percentile_cont, percentile_disc
-/// and mode.
+/// ([`Kept::COLLECTING`]); of the ordered-set ones, percentile_cont, percentile_disc and mode.
 fn ignores_nulls(agg: pg_sys::Oid, kind: &str, trans_strict: bool) -> bool {
+    let collecting: Vec<String> = Kept::COLLECTING.iter().map(|n| n.to_string()).collect();
     let builtin = Spi::get_one_with_args::<bool>(
         "SELECT p.pronamespace = 'pg_catalog'::regnamespace AND CASE WHEN $2 = 'o' \
          THEN p.proname IN ('percentile_cont', 'percentile_disc', 'mode') \
-         ELSE p.proname NOT IN ('array_agg', 'json_agg', 'jsonb_agg') END \
+         ELSE p.proname <> ALL($3) END \
          FROM pg_proc p WHERE p.oid = $1",
-        &[agg.into(), kind.into()],
+        &[agg.into(), kind.into(), collecting.into()],
     )
     .expect("pg_proc read")
     .unwrap_or(false);

@@ -66,9 +66,11 @@ pub struct AggSpec {
 }
 
 /// An aggregate that needs every value of its window, not a partial state: `DISTINCT` in any
-/// aggregate (`count(DISTINCT store)`) and the ordered-set aggregates (`percentile_cont(0.9)
-/// WITHIN GROUP (ORDER BY latency)`, `percentile_disc`, `mode`). The window state keeps the
-/// values ([`KeptValues`]); every version is the aggregate, as written, over them.
+/// aggregate (`count(DISTINCT store)`), the ordered-set aggregates (`percentile_cont(0.9)
+/// WITHIN GROUP (ORDER BY latency)`, `percentile_disc`, `mode`) and PostgreSQL's own that
+/// collect their values ([`Kept::COLLECTING`]: `array_agg(id)`, neither `DISTINCT` nor
+/// `WITHIN GROUP`). The window state keeps the values ([`KeptValues`]); every version is the
+/// aggregate, as written, over them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Kept {
     pub distinct: bool,
@@ -86,6 +88,11 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// PostgreSQL's aggregates of one argument whose result is the values themselves: they have
+    /// no combine function on every supported major (`array_agg` has one from 16 on, but of a
+    /// polymorphic type), so a window keeps every value for them, as for a percentile.
+    pub const COLLECTING: [&'static str; 3] = ["array_agg", "json_agg", "jsonb_agg"];
+
     /// The aggregate `name` over `value`, written as the user wrote it (`collate`: empty, or
     /// the ` COLLATE ...` of the argument).
     pub fn call(&self, name: &str, value: &str, collate: &str) -> String {
@@ -95,8 +102,10 @@ impl Kept {
                 self.direct.join(", "),
                 self.order
             )
-        } else {
+        } else if self.distinct {
             format!("{name}(DISTINCT {value}{collate})")
+        } else {
+            format!("{name}({value}{collate})")
         }
     }
 }
@@ -970,6 +979,20 @@ mod tests {
         );
         assert!(skipping.helper_ddl()[0]
             .contains("FROM pg_catalog.unnest(s) u WHERE u IS NOT NULL ORDER BY u"));
+    }
+
+    #[test]
+    fn a_collecting_aggregate_keeps_every_value_nulls_included() {
+        let mut a = kept(Kept::default(), false);
+        a.generic.as_mut().unwrap().values.as_mut().unwrap().call = "pg_catalog.array_agg".into();
+        let ddl = a.helper_ddl();
+        assert!(ddl[0].contains("SELECT COALESCE(s, '{}')"), "{}", ddl[0]);
+        assert!(
+            ddl[3].contains("SELECT pg_catalog.array_agg(u) FROM pg_catalog.unnest(s) u"),
+            "{}",
+            ddl[3]
+        );
+        assert!(Kept::COLLECTING.contains(&"json_agg"));
     }
 
     #[test]

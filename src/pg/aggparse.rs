@@ -214,10 +214,12 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         let parts: Vec<String> = names.iter_ptr().map(|n| unsafe { str_value(n) }).collect();
         let fname = parts.last().cloned().unwrap_or_default();
         // DISTINCT and ordered-set aggregates keep their values (see `Kept`), whatever the
-        // aggregate; otherwise the five by their own accumulators, and any other name as the
-        // analysis resolves it.
+        // aggregate, and so do PostgreSQL's own that collect them; otherwise the five by their
+        // own accumulators, and any other name as the analysis resolves it.
         let within_group = call.agg_within_group;
-        let keeps = call.agg_distinct || within_group;
+        let collects = (parts.len() == 1 || (parts.len() == 2 && parts[0] == "pg_catalog"))
+            && Kept::COLLECTING.contains(&fname.as_str());
+        let keeps = call.agg_distinct || within_group || collects;
         let func = match parts.len() {
             _ if keeps => None,
             1 => AggFunc::from_name(&fname),

@@ -132,7 +132,7 @@ CREATE AGGREGATE cg_app.no_comb(double precision) (SFUNC = float8pl, STYPE = dou
 SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, %L, aggregates => %L)',
                                   'cg_bad', 'cg_events', 'at', '1 day', a.list)) AS result
 FROM (VALUES
-    (2, 'array_agg(qty) AS s'),
+    (2, 'jsonb_object_agg(qty, qty) AS s'),
     (3, 'regr_slope(amount) AS s'),
     (4, 'rank(1) WITHIN GROUP (ORDER BY amount) AS s'),
     (6, 'median(amount) AS s'),

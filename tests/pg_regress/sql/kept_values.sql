@@ -10,6 +10,9 @@ SELECT eventtime.create_pipeline('kv_s', 'kv_events', 'at', session_gap => '10 m
     allowed_lateness => '1 hour', aggregates => :'kaggs');
 SELECT eventtime.create_pipeline('kv_h', 'kv_events', 'at', '1 hour', window_slide => '30 minutes', key => ARRAY['store'],
     allowed_lateness => '1 hour', aggregates => :'kaggs');
+-- PostgreSQL's aggregates that collect their values keep every one, NULLs included.
+SELECT eventtime.create_pipeline('kv_c', 'kv_events', 'at', '1 hour', key => ARRAY['store'], allowed_lateness => '1 hour',
+    aggregates => 'count(*) AS n, array_agg(customer) AS cs, json_agg(amount) AS js, jsonb_agg(d) AS ds, array_agg(amount * 2) AS a2');
 -- What each keeps: an array of its argument's values.
 SELECT a->>'alias' AS aggregate, a->>'acc_type' AS state, a->'generic'->'values'->>'skip_nulls' AS skips_nulls
 FROM _eventtime.pipeline p, jsonb_array_elements(p.definition->'aggregates') a WHERE p.name = 'kv' ORDER BY 1;
@@ -72,6 +75,22 @@ SELECT count(*) AS differences FROM (
    FROM kv_events e, LATERAL (VALUES (date_bin('30 minutes', e.at, '2001-01-01')), (date_bin('30 minutes', e.at, '2001-01-01') - interval '30 minutes')) w(s)
    GROUP BY 1, 2
    EXCEPT SELECT store, window_start, :kgot FROM kv_h_latest)) d;
+-- The collecting aggregates: every value of the window, in no particular order (as in a GROUP BY
+-- whose call has no ORDER BY), so both sides are compared sorted.
+CREATE FUNCTION pg_temp.sorted(a anyarray) RETURNS anyarray IMMUTABLE LANGUAGE sql AS 'SELECT array_agg(x ORDER BY x) FROM unnest(a) x';
+CREATE FUNCTION pg_temp.sorted(j jsonb) RETURNS jsonb IMMUTABLE LANGUAGE sql AS 'SELECT jsonb_agg(x ORDER BY x) FROM jsonb_array_elements(j) x';
+SELECT windows_fired FROM eventtime.advance_watermark('kv_c', '2026-01-01 11:00+00');
+INSERT INTO kv_events VALUES ('a', '2026-01-01 10:41+00', NULL, 4, 2, true, '5 seconds');
+SELECT windows_fired FROM eventtime.advance_watermark('kv_c', '2026-01-02');
+SELECT store, version, kind, n, pg_temp.sorted(cs) AS cs, pg_temp.sorted(js::jsonb) AS js FROM kv_c_history WHERE window_start = '2026-01-01 10:00+00' ORDER BY store, version;
+SELECT count(*) AS differences FROM (
+  (SELECT store, window_start, n, pg_temp.sorted(cs), pg_temp.sorted(js::jsonb), pg_temp.sorted(ds), pg_temp.sorted(a2) FROM kv_c_latest
+   EXCEPT
+   SELECT store, hour, count(*), pg_temp.sorted(array_agg(customer)), pg_temp.sorted(json_agg(amount)::jsonb), pg_temp.sorted(jsonb_agg(d)), pg_temp.sorted(array_agg(amount * 2)) FROM kv_rows GROUP BY 1, 2)
+  UNION ALL
+  (SELECT store, hour, count(*), pg_temp.sorted(array_agg(customer)), pg_temp.sorted(json_agg(amount)::jsonb), pg_temp.sorted(jsonb_agg(d)), pg_temp.sorted(array_agg(amount * 2)) FROM kv_rows GROUP BY 1, 2
+   EXCEPT
+   SELECT store, window_start, n, pg_temp.sorted(cs), pg_temp.sorted(js::jsonb), pg_temp.sorted(ds), pg_temp.sorted(a2) FROM kv_c_latest)) d;
 -- What is refused, by name, with its SQLSTATE and a hint.
 SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, %L, aggregates => %L)',
                                   'kv_bad', 'kv_events', 'at', '1 day', a.list)) AS result
@@ -88,5 +107,5 @@ FROM (VALUES
 ORDER BY a.n;
 -- The helpers go with the pipelines.
 DROP VIEW kv_got, kv_expected, kv_rows;
-SELECT eventtime.drop_pipeline(p) FROM unnest(ARRAY['kv', 'kv_s', 'kv_h']) p;
+SELECT eventtime.drop_pipeline(p) FROM unnest(ARRAY['kv', 'kv_s', 'kv_h', 'kv_c']) p;
 SELECT count(*) AS helpers_left FROM pg_proc WHERE pronamespace = '_eventtime'::regnamespace AND proname ~ '^p[0-9]+_a[0-9]+_';

@@ -141,7 +141,7 @@ SELECT a.list, pg_temp.try(format('SELECT eventtime.create_pipeline(%L, %L, %L, 
 FROM (VALUES
     (1, 'ss_app.no_serial(amount) AS s'),
     (2, 'ss_app.nvar(amount) FILTER (WHERE ok) AS s'),
-    (4, 'array_agg(qty) AS s')
+    (4, 'json_object_agg(qty, qty) AS s')
 ) AS a(n, list)
 ORDER BY a.n;
 -- An aggregate its owner may not execute, kept as a state or as values: refused (42501).
