@@ -55,7 +55,16 @@ pub fn fresh_database(name: &str) -> Client {
         "CREATE EXTENSION pg_eventtime;
          -- Timestamps are compared as exact microseconds since the Unix epoch.
          CREATE FUNCTION us(t timestamptz) RETURNS text IMMUTABLE LANGUAGE sql AS
-           $$ SELECT CASE WHEN isfinite(t) THEN ((extract(epoch FROM t) * 1000000)::bigint)::text ELSE t::text END $$;",
+           $$ SELECT CASE WHEN isfinite(t) THEN ((extract(epoch FROM t) * 1000000)::bigint)::text ELSE t::text END $$;
+         -- Values collected in no particular order (array_agg, jsonb_agg), compared sorted.
+         CREATE FUNCTION sorted(a anyarray) RETURNS anyarray IMMUTABLE LANGUAGE sql AS
+           $$ SELECT array_agg(x ORDER BY x) FROM unnest(a) x $$;
+         CREATE FUNCTION sorted(j jsonb) RETURNS jsonb IMMUTABLE LANGUAGE sql AS
+           $$ SELECT jsonb_agg(x ORDER BY x) FROM jsonb_array_elements(j) x $$;
+         -- A user's aggregate of an internal state, made of PostgreSQL's own functions for one.
+         CREATE AGGREGATE nvar(numeric) (SFUNC = numeric_accum, STYPE = internal,
+           FINALFUNC = numeric_var_samp, COMBINEFUNC = numeric_combine,
+           SERIALFUNC = numeric_serialize, DESERIALFUNC = numeric_deserialize);",
     )
     .unwrap_or_else(|e| panic!("cannot set up database {name}: {}", describe(&e)));
     db
@@ -140,4 +149,16 @@ pub fn describe(e: &postgres::Error) -> String {
         }
         None => e.to_string(),
     }
+}
+
+/// The major version of the server the test runs against.
+pub fn server_major() -> i32 {
+    let mut db = connect("postgres");
+    let row = db
+        .query_one(
+            "SELECT current_setting('server_version_num')::int / 10000",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("server_version_num: {}", describe(&e)));
+    row.get(0)
 }

@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{Column, Config, Role};
 use crate::db::{self, Row};
 use crate::model::{Counts, Keys};
-use crate::values::{decimal, quote_ident, quote_literal, ts_or_null, ts_text, Val};
+use crate::values::{decimal, quote_ident, quote_literal, ts_or_null, ts_text, Val, SECOND};
 
 /// The RNG of a run's `stream`: each configuration and each purpose draws from its own, so that
 /// adding one does not change the draws of the others.
@@ -325,6 +325,9 @@ pub fn key_args(keys: &Keys) -> String {
         .collect()
 }
 
+/// Where the values of a [`Role::Stamp`] column start (2026-01-01 UTC): ten days of them.
+const STAMPS_FROM: i64 = 1_767_225_600 * SECOND;
+
 /// A random value of column `c`, NULL at its rate; event ids count up from `next_id`, so that a
 /// fresh row never reuses one (a repeated id is always a redelivery). `None` for the event time,
 /// which each run draws its own way.
@@ -353,6 +356,15 @@ pub fn random_value(
         )),
         Role::Qty => Val::Int(rng.random_range(-5..=100)),
         Role::Note => Val::Text(notes[rng.random_range(0..notes.len())].to_string()),
+        Role::Float => Val::Num(decimal(rng.random_range(-8_000..8_000) * 125, 3)),
+        Role::Span => Val::Text(format!(
+            "{} mons {} days {} seconds",
+            rng.random_range(0..2),
+            rng.random_range(-1..3),
+            rng.random_range(-100..100_000)
+        )),
+        Role::Stamp => Val::Ts(STAMPS_FROM + rng.random_range(0..10 * 86_400) * SECOND),
+        Role::Flag => Val::Bool(rng.random_bool(0.7)),
     })
 }
 

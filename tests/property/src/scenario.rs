@@ -21,7 +21,7 @@ use crate::db::{self, Row};
 use crate::model::{Counts, Event, KeyFilter, Keys, Kind, Landing, Model, WindowKey};
 use crate::runner::{self, key_args, on_or_before, random_keys, random_value, Driver, Method};
 use crate::values::{
-    quote_literal, ts_key, ts_or_null, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
+    quote_ident, quote_literal, ts_key, ts_or_null, ts_text, Dec, Val, INFINITY, MINUTE, SECOND,
 };
 
 /// Text payloads that each ingest path must carry unchanged: COPY's escapes and its NULL
@@ -873,9 +873,59 @@ impl<'a> Scenario<'a> {
         self.check_counters();
         self.check_latest();
         self.check_provisional();
+        self.check_within();
         self.check_refused();
         self.check_history();
         self.check_sealed();
+    }
+
+    /// Every published value of a percentile of `within` (a t-digest's), in `_latest` and
+    /// `_provisional`, is at its fraction's rank among its window's values within the stated
+    /// error and one value's share: the share of values below it is at most the fraction, the
+    /// share at or below it at least, give or take that; the values are those of the rows the model
+    /// accepted for the window and of the refused rows restatements folded in.
+    fn check_within(&mut self) {
+        let (kp, cols) = (self.cfg.keys_plain(), self.cfg.column_list());
+        let on: String = self
+            .cfg
+            .keys
+            .iter()
+            .map(|k| format!("v.{k} IS NOT DISTINCT FROM r.{k} AND ", k = quote_ident(k)))
+            .collect();
+        let vk: String = self
+            .cfg
+            .keys
+            .iter()
+            .map(|k| format!("v.{}, ", quote_ident(k)))
+            .collect();
+        for (alias, column, fraction, error) in self.cfg.within {
+            let (a, c) = (quote_ident(alias), quote_ident(column));
+            let row = self.driver.rows(&format!(
+                "SELECT (SELECT count(*) FROM {latest}) + (SELECT count(*) FROM {prov}), count(*), \
+                        count(*) FILTER (WHERE NOT CASE WHEN n = 0 THEN p IS NULL \
+                                      ELSE coalesce({fraction} BETWEEN below - {error} - 1.0 / n \
+                                                    AND at_or_below + {error} + 1.0 / n, false) END) \
+                 FROM (SELECT v.{a} AS p, count(r.{c}) AS n, \
+                              avg(CASE WHEN r.{c} IS NOT NULL THEN (r.{c} < v.{a})::int END) AS below, \
+                              avg(CASE WHEN r.{c} IS NOT NULL THEN (r.{c} <= v.{a})::int END) AS at_or_below \
+                       FROM (SELECT {kp}window_start, window_end, {a} FROM {latest} \
+                             UNION ALL SELECT {kp}window_start, window_end, {a} FROM {prov}) v \
+                       JOIN (SELECT {cols}, _ws, _we FROM m_accepted \
+                             UNION ALL SELECT {cols}, _ws, _we FROM m_refused WHERE _restated_in IS NOT NULL) r \
+                         ON {on}v.window_start = r._ws AND v.window_end = r._we \
+                       GROUP BY {vk}v.window_start, v.window_end, v.{a}) w",
+                latest = self.cfg.view("_latest"),
+                prov = self.cfg.view("_provisional"),
+            ));
+            let n = |i: usize| row[0][i].clone().unwrap_or_default();
+            assert_eq!(
+                (n(1), n(2)),
+                (n(0), "0".to_string()),
+                "{}: {alias}: (windows compared with their rows, of them with a share of values at or \
+                 below it farther than {error} from {fraction}) should be (every published window, none)",
+                self.driver.ctx()
+            );
+        }
     }
 
     /// Every row is accounted for once, and the pipeline's counters agree with the model.

@@ -21,6 +21,7 @@ pub enum Val {
     Num(String),
     /// Microseconds since the Unix epoch, UTC.
     Ts(i64),
+    Bool(bool),
 }
 
 impl Val {
@@ -31,6 +32,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Num(n) => format!("{n}::numeric"),
             Val::Ts(t) => format!("{}::timestamptz", quote_literal(&ts_text(*t))),
+            Val::Bool(b) => b.to_string(),
         }
     }
 
@@ -53,6 +55,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Num(n) => n.clone(),
             Val::Ts(t) => ts_text(*t),
+            Val::Bool(b) => if *b { "t" } else { "f" }.into(),
         }
     }
 
@@ -63,6 +66,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Num(n) => n.clone(),
             Val::Ts(t) => json_string(&ts_text(*t)),
+            Val::Bool(b) => b.to_string(),
         }
     }
 
@@ -74,6 +78,7 @@ impl Val {
             Val::Int(i) => Some(i.to_string()),
             Val::Num(n) => Some(n.clone()),
             Val::Ts(_) => panic!("timestamps are compared as microseconds, not as text"),
+            Val::Bool(b) => Some(b.to_string()),
         }
     }
 }

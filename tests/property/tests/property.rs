@@ -1,7 +1,9 @@
 //! The property test proper; see the crate documentation. Each test uses its own database, so
 //! they run in parallel.
 
-use eventtime_property::{backfill, config, scenario, seed, sessions, state_bound, worked_example};
+use eventtime_property::{
+    backfill, config, db, scenario, seed, sessions, state_bound, worked_example,
+};
 
 #[test]
 fn keyed_hourly_with_null_keys_and_event_ids() {
@@ -76,4 +78,28 @@ fn sessions_unkeyed_with_a_gap_of_a_day() {
 #[test]
 fn state_rows_are_bounded_by_windows_and_writers() {
     state_bound::run(seed());
+}
+
+#[test]
+fn any_aggregate_over_every_argument_type_in_hopping_windows() {
+    scenario::run(&config::matrix_hopping(), seed());
+}
+
+#[test]
+fn any_aggregate_over_every_argument_type_in_sessions() {
+    sessions::run(&config::matrix_sessions(), seed());
+}
+
+/// hll and tdigest are packaged for PostgreSQL 15 only (setup installs them there); on another
+/// major this test says it did not run.
+#[test]
+fn hll_and_tdigest_on_postgresql_15() {
+    if db::server_major() != 15 {
+        println!(
+            "hll_and_tdigest_on_postgresql_15: not run on PostgreSQL {} (no hll and tdigest packages)",
+            db::server_major()
+        );
+        return;
+    }
+    scenario::run(&config::sketches(), seed());
 }
