@@ -217,16 +217,15 @@ pub fn parse(text: &str, source_sql: &str) -> Parsed {
         // aggregate, and so do PostgreSQL's own that collect them; otherwise the five by their
         // own accumulators, and any other name as the analysis resolves it.
         let within_group = call.agg_within_group;
-        let collects = (parts.len() == 1 || (parts.len() == 2 && parts[0] == "pg_catalog"))
-            && Kept::COLLECTING.contains(&fname.as_str());
-        let keeps = call.agg_distinct || within_group || collects;
-        let func = match parts.len() {
-            _ if keeps => None,
-            1 => AggFunc::from_name(&fname),
-            2 if parts[0] == "pg_catalog" => AggFunc::from_name(&fname),
-            _ => None,
-        }
-        .unwrap_or(AggFunc::Generic);
+        let builtin = parts.len() == 1 || (parts.len() == 2 && parts[0] == "pg_catalog");
+        let keeps = call.agg_distinct
+            || within_group
+            || (builtin && Kept::COLLECTING.contains(&fname.as_str()));
+        let func = builtin
+            .then(|| AggFunc::from_name(&fname))
+            .flatten()
+            .filter(|_| !keeps)
+            .unwrap_or(AggFunc::Generic);
         let function = (func == AggFunc::Generic).then(|| {
             parts
                 .iter()

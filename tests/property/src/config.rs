@@ -696,30 +696,27 @@ fn matrix_columns() -> Vec<Column> {
     ]
 }
 
-/// (j) The aggregate matrix in hopping windows (two hours every hour, so each row is in two
-/// windows), a bigint event id and a key with NULLs, an hour of grace.
-pub fn matrix_hopping() -> Config {
+/// A configuration of the matrix's source table, `probes`, with the matrix's aggregates.
+fn matrix<W>(
+    label: &'static str,
+    stream: u64,
+    pipeline: &'static str,
+    windows: W,
+    (lateness, lateness_sql): (i64, &'static str),
+    advance: i64,
+) -> Config<W> {
     Config {
-        label: "matrix_hopping",
-        stream: 17,
+        label,
+        stream,
         schema: "public",
         table: "probes",
-        pipeline: "probe_stats",
+        pipeline,
         columns: matrix_columns(),
         keys: vec!["dev"],
-        windows: Windows {
-            spec: WindowSpec::hopping(2 * HOUR, HOUR, 0),
-            size_sql: "2 hours",
-            slide_sql: Some("1 hour"),
-            step_sql: None,
-            time_zone: None,
-            origin: None,
-            unbounded_ahead: false,
-            values: vec![("amount", true)],
-        },
-        lateness: HOUR,
-        lateness_sql: "1 hour",
-        advance: 40 * MINUTE,
+        windows,
+        lateness,
+        lateness_sql,
+        advance,
         aggregates: MATRIX_AGGREGATES,
         aliases: MATRIX_ALIASES.to_vec(),
         compare: MATRIX_COMPARE,
@@ -730,32 +727,52 @@ pub fn matrix_hopping() -> Config {
     }
 }
 
+/// Windows of a fixed size from the Unix epoch, `slide_sql` for hopping ones, and the lateness
+/// account asked about `amount`.
+fn fixed(spec: WindowSpec, size_sql: &'static str, slide_sql: Option<&'static str>) -> Windows {
+    Windows {
+        spec,
+        size_sql,
+        slide_sql,
+        step_sql: None,
+        time_zone: None,
+        origin: None,
+        unbounded_ahead: false,
+        values: vec![("amount", true)],
+    }
+}
+
+/// (j) The aggregate matrix in hopping windows (two hours every hour, so each row is in two
+/// windows), a bigint event id and a key with NULLs, an hour of grace.
+pub fn matrix_hopping() -> Config {
+    matrix(
+        "matrix_hopping",
+        17,
+        "probe_stats",
+        fixed(
+            WindowSpec::hopping(2 * HOUR, HOUR, 0),
+            "2 hours",
+            Some("1 hour"),
+        ),
+        (HOUR, "1 hour"),
+        40 * MINUTE,
+    )
+}
+
 /// (k) The aggregate matrix in sessions with a 30-minute gap and 45 minutes of grace, so that
 /// late rows merge fired sessions.
 pub fn matrix_sessions() -> SessionConfig {
-    Config {
-        label: "matrix_sessions",
-        stream: 18,
-        schema: "public",
-        table: "probes",
-        pipeline: "probe_sessions",
-        columns: matrix_columns(),
-        keys: vec!["dev"],
-        windows: Sessions {
+    matrix(
+        "matrix_sessions",
+        18,
+        "probe_sessions",
+        Sessions {
             gap: 30 * MINUTE,
             gap_sql: "30 minutes",
         },
-        lateness: 45 * MINUTE,
-        lateness_sql: "45 minutes",
-        advance: 20 * MINUTE,
-        aggregates: MATRIX_AGGREGATES,
-        aliases: MATRIX_ALIASES.to_vec(),
-        compare: MATRIX_COMPARE,
-        extensions: &[],
-        within: &[],
-        steps: 60,
-        start: utc("2026-06-01 00:00"),
-    }
+        (45 * MINUTE, "45 minutes"),
+        20 * MINUTE,
+    )
 }
 
 /// (l) The two aggregates of sketches Debian packages for PostgreSQL 15 (`postgresql-15-hll`,
@@ -767,26 +784,6 @@ pub fn matrix_sessions() -> SessionConfig {
 /// accuracy: 4.4% was seen at the median of 217 values, where GROUP BY's one digest was 1.6% off.
 pub fn sketches() -> Config {
     Config {
-        label: "sketches",
-        stream: 19,
-        schema: "public",
-        table: "probes",
-        pipeline: "probe_sketches",
-        columns: matrix_columns(),
-        keys: vec!["dev"],
-        windows: Windows {
-            spec: WindowSpec::tumbling(30 * MINUTE, 0),
-            size_sql: "30 minutes",
-            slide_sql: None,
-            step_sql: None,
-            time_zone: None,
-            origin: None,
-            unbounded_ahead: false,
-            values: vec![("amount", true)],
-        },
-        lateness: HOUR,
-        lateness_sql: "1 hour",
-        advance: 20 * MINUTE,
         aggregates: "count(*) AS n, sum(amount) AS total, \
                      public.hll_add_agg(public.hll_hash_integer(qty)) AS qty_hll, \
                      public.hll_add_agg(public.hll_hash_text(note)) AS note_hll, \
@@ -802,6 +799,13 @@ pub fn sketches() -> Config {
         extensions: &["hll", "tdigest"],
         within: &[("f_p50", "f", 0.5, 0.05), ("f_p90", "f", 0.9, 0.05)],
         steps: 50,
-        start: utc("2026-06-01 00:00"),
+        ..matrix(
+            "sketches",
+            19,
+            "probe_sketches",
+            fixed(WindowSpec::tumbling(30 * MINUTE, 0), "30 minutes", None),
+            (HOUR, "1 hour"),
+            20 * MINUTE,
+        )
     }
 }
