@@ -63,7 +63,7 @@ struct Front {
     on_time: pg_sys::SPIPlanPtr,
     window_open: pg_sys::SPIPlanPtr,
     duplicates: pg_sys::SPIPlanPtr,
-    /// For statements of several rows in open windows, without a ledger: the engine's view
+    /// For statements of several rows in open windows: the engine's view
     /// of the pipeline, the state table (locked before the watermark is read) and the read of
     /// the watermark. `None` when the engine cannot take the pipeline's statements.
     engine: Option<(engine::Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)>,
@@ -239,17 +239,18 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
     let on_time_sql = p.def.ingest_on_time_statement();
     let window_open_sql = p.def.front_window_open_statement();
     let duplicates_sql = format!(
-        "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, 1)",
+        "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, $1)",
         p.id
     );
     let (on_time, window_open, duplicates) = as_owner(p.owner, || {
         (
             keep_plan(&on_time_sql, &types),
             keep_plan(&window_open_sql, &[pg_sys::TIMESTAMPTZOID]),
-            keep_plan(&duplicates_sql, &[]),
+            keep_plan(&duplicates_sql, &[pg_sys::INT8OID]),
         )
     });
-    let mut engine = if p.def.ledger().is_none() {
+    // With both a ledger and offsets, the PL/pgSQL function takes every statement.
+    let mut engine = if p.def.ledger().is_none() || p.def.offsets.is_none() {
         engine_plan(&p, &names, &attributes)
     } else {
         None
@@ -297,8 +298,12 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
 /// Forgets what the backend kept for the front `fn_oid`, plans included.
 fn forget(fn_oid: pg_sys::Oid) {
     if let Some(f) = FRONTS.with(|m| m.borrow_mut().remove(&fn_oid)) {
-        let engine = f.engine.as_ref().map(|e| [e.0.write, e.2]);
-        let offsets = f.offsets.as_ref().map(|o| [o.claim, o.duplicates]);
+        let engine = f.engine.as_ref().map(|e| {
+            [e.0.write, e.2]
+                .into_iter()
+                .chain(e.0.ledger.as_ref().map(|l| l.insert))
+        });
+        let offsets = f.offsets.as_ref().map(|o| [o.claim]);
         for plan in [f.on_time, f.window_open, f.duplicates]
             .into_iter()
             .chain(engine.into_iter().flatten())
@@ -393,22 +398,70 @@ fn engine_plan(
         p.id
     );
     let groups_sql = p.def.ingest_groups_statement();
-    let (write, watermark) = as_owner(p.owner, || {
+    // With the pipeline's own ledger: the event id (hashed, for the order of the inserts) and
+    // the insert of a statement's entries, whose arrays are of the window start, keys and id.
+    let ledger = match p.def.ledger() {
+        None => None,
+        Some(eid) => {
+            let sql = p.def.ingest_ledger_statement()?;
+            let i = position(&eid.name)?;
+            let id = Key::resolve(i, attributes[i].1, attributes[i].2)?;
+            let order: Vec<(usize, pg_sys::Oid, engine::acc::Fn)> = keys
+                .iter()
+                .map(|k| k.column)
+                .chain([i])
+                .map(|c| Some((c, attributes[c].2, order_fn(attributes[c].1)?)))
+                .collect::<Option<_>>()?;
+            let mut types = vec![pg_sys::TIMESTAMPTZOID];
+            types.extend(keys.iter().map(|k| attributes[k.column].1));
+            types.push(attributes[i].1);
+            let types: Vec<pg_sys::Oid> = types
+                .into_iter()
+                // SAFETY: a syscache lookup.
+                .map(|t| unsafe { pg_sys::get_array_type(t) })
+                .collect();
+            if types.contains(&pg_sys::InvalidOid) {
+                return None;
+            }
+            Some((sql, types, id, order))
+        }
+    };
+    let (write, watermark, insert) = as_owner(p.owner, || {
         (
             keep_plan(&groups_sql, &array_types),
             keep_plan(&watermark_sql, &[]),
+            ledger
+                .as_ref()
+                .map(|(sql, types, _, _)| keep_plan(sql, types)),
         )
     });
+    let ledger = ledger
+        .zip(insert)
+        .map(|((_, _, id, order), insert)| engine::dedup::Ledger {
+            id,
+            order,
+            insert,
+            front: attributes.iter().map(|a| Storage::of(a.1)).collect(),
+        });
     Some((
         engine::Plan {
             keys,
             accs,
             write,
             columns,
+            ledger,
         },
         state,
         watermark,
     ))
+}
+
+/// The btree comparison function of type `t`'s default operator class, if it has one.
+fn order_fn(t: pg_sys::Oid) -> Option<engine::acc::Fn> {
+    // SAFETY: a type cache lookup of an existing type.
+    let cmp =
+        unsafe { (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_CMP_PROC as i32)).cmp_proc };
+    (cmp != pg_sys::InvalidOid).then(|| engine::acc::Fn::new(cmp))
 }
 
 /// How the engine reads and claims the offsets `o` of pipeline `p`; `None` when the source
@@ -448,22 +501,12 @@ fn front_offsets(
         "SELECT /* pg_eventtime ingest, the offsets */ _eventtime.offsets_claim({}, $1)::pg_catalog.text",
         p.id
     );
-    let duplicates_sql = format!(
-        "INSERT INTO _eventtime.duplicate_counts (pipeline_id, duplicates) VALUES ({}, $1)",
-        p.id
-    );
-    let (claim, duplicates) = as_owner(p.owner, || {
-        (
-            keep_plan(&claim_sql, &[pg_sys::TEXTOID]),
-            keep_plan(&duplicates_sql, &[pg_sys::INT8OID]),
-        )
-    });
+    let claim = as_owner(p.owner, || keep_plan(&claim_sql, &[pg_sys::TEXTOID]));
     Some(FrontOffsets {
         column,
         offset_type: attributes[column].1,
         source,
         claim,
-        duplicates,
     })
 }
 
@@ -538,9 +581,7 @@ unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Opt
             pg_sys::ExecDropSingleTupleTableSlot(slot);
             let (rows, duplicates) = result?;
             if duplicates > 0 {
-                if let Some(o) = &front.offsets {
-                    run_plan(o.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
-                }
+                run_plan(front.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
             }
             Some((rows, duplicates))
         }
@@ -548,7 +589,7 @@ unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Opt
 }
 
 /// With offsets: the front columns of a row's offset and source, the claim of a statement's
-/// offsets and the record of its duplicates, kept plans both.
+/// offsets, a kept plan.
 struct FrontOffsets {
     /// Index among the front columns, and the offset's type (int2, int4 or int8).
     column: usize,
@@ -556,7 +597,6 @@ struct FrontOffsets {
     /// Index and type of the source column (text, varchar or an integer): `None` for one source.
     source: Option<(usize, pg_sys::Oid)>,
     claim: pg_sys::SPIPlanPtr,
-    duplicates: pg_sys::SPIPlanPtr,
 }
 
 impl FrontOffsets {
@@ -705,6 +745,48 @@ unsafe fn group_rows(
                 },
             );
             groups.flush(run);
+            return Some((counted, duplicates));
+        }
+        if let Some(ledger) = &plan.ledger {
+            // One pass reads the rows (copied) before anything is written; then their entries go
+            // into the ledger and the kept rows are grouped (see `engine::dedup`).
+            let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
+            let mut rows = engine::dedup::Rows::new(plan, ledger, rows_cx.value());
+            let read = scan(
+                front,
+                table,
+                pointer,
+                slot,
+                watermark,
+                &mut |_, values, nulls, w| match w {
+                    Some(w) if !rows.full() => {
+                        rows.push(values, nulls, w.start, w.end);
+                        true
+                    }
+                    _ => false,
+                },
+            );
+            if !read || rows.full() {
+                return None;
+            }
+            let mut counted = 0i64;
+            for (r, kept) in rows.kept().into_iter().enumerate() {
+                if !kept {
+                    continue;
+                }
+                // Entries are written: past the bound the groups are written, not handed over.
+                if groups.full() {
+                    groups.flush(run);
+                }
+                let (values, nulls, start, end) = rows.row(r);
+                add(&mut groups, values, nulls, Window { start, end });
+                counted += 1;
+                reset(r);
+            }
+            groups.flush(run);
+            let duplicates = rows.len() as i64 - counted;
+            drop(rows);
+            drop(rows_cx);
             return Some((counted, duplicates));
         }
         // One pass: every row must be one the engine takes before anything is written, and the
@@ -976,7 +1058,7 @@ unsafe fn write_row(
         if open != Some(true) {
             return None;
         }
-        run_plan(front.duplicates, &[], &[]);
+        run_plan(front.duplicates, &[pg_sys::Datum::from(1i64)], b" ");
         Some(Wrote::Duplicate)
     })
 }

@@ -1,7 +1,7 @@
 //! The ingest engine: a statement's rows grouped by (key, window) in the trigger's own code.
 //!
-//! For a pipeline with a front (one window per row, computed from the row; no watermark lag; no
-//! offsets), a statement of several rows without event ids whose rows all fall in open windows is
+//! For a pipeline with a front (one window per row, computed from the row; no watermark lag), a
+//! statement of several rows whose rows all fall in open windows is
 //! grouped here instead of by the SQL statement for many rows: the front reads the transition
 //! table once, computes each row's window with the model's code, groups the rows by key and
 //! window in a hash table whose keys are hashed and compared with their types' own functions in
@@ -12,7 +12,9 @@
 //! of more than [`FLUSH_GROUPS`] groups, or of more than `work_mem` of their keys and values,
 //! goes to SQL before anything is written (its `GROUP BY` spills to disk past `work_mem`; written
 //! in parts here, a key of such a statement would be upserted once per part), except with
-//! offsets, claimed before the grouping, whose groups are written whenever they reach the bound.
+//! offsets, claimed before the grouping, and with the pipeline's own ledger of event ids, whose
+//! entries are inserted before the grouping (`dedup`): their groups are written whenever they
+//! reach the bound.
 //!
 //! The first row it cannot take (no event time, a window that is not open, a key or aggregate
 //! type it has no functions for) ends the attempt before anything is written: the statement goes
@@ -21,6 +23,7 @@
 //! so it is the latest until the transaction ends (see *Locks* in the design note).
 
 pub mod acc;
+pub mod dedup;
 
 use std::collections::HashMap;
 
@@ -69,6 +72,47 @@ impl Key {
             eq: acc::Fn::new(eq_fn),
         })
     }
+
+    /// The hash of this key in a row of front columns `values` and `nulls` (NULL: a fixed hash).
+    ///
+    /// # Safety
+    /// `values` are datums of the front columns' types.
+    pub unsafe fn hash_of(&self, values: &[pg_sys::Datum], nulls: &[bool]) -> u64 {
+        if nulls[self.column] {
+            0x5bd1_e995u64
+        } else {
+            // SAFETY: the value is of the key's type.
+            unsafe { self.hash.call1(self.collation, values[self.column]).value() as u32 as u64 }
+        }
+    }
+}
+
+/// A one-dimensional array of `values` and `nulls`, of element type `s`, in the current memory
+/// context.
+///
+/// # Safety
+/// `values` are datums of type `s`, as many as `nulls`.
+pub unsafe fn array(
+    values: &mut [pg_sys::Datum],
+    nulls: &mut [bool],
+    s: &acc::Storage,
+) -> pg_sys::Datum {
+    let mut dims = [values.len() as i32];
+    let mut lbs = [1i32];
+    // SAFETY: as the caller promises.
+    unsafe {
+        pg_sys::Datum::from(pg_sys::construct_md_array(
+            values.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+            1,
+            dims.as_mut_ptr(),
+            lbs.as_mut_ptr(),
+            s.oid,
+            s.len as i32,
+            s.byval,
+            s.align,
+        ))
+    }
 }
 
 /// The engine's view of a pipeline, kept by the front.
@@ -78,6 +122,8 @@ pub struct Plan {
     /// The groups statement and the element types of its arrays.
     pub write: pg_sys::SPIPlanPtr,
     pub columns: Vec<Storage>,
+    /// With the pipeline's own ledger of event ids: how the engine writes it.
+    pub ledger: Option<dedup::Ledger>,
 }
 
 /// The hash of a group, already mixed: the table uses it as it is.
@@ -159,12 +205,8 @@ impl<'a> Groups<'a> {
         let nk = plan.keys.len();
         let mut h: u64 = (start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for k in &plan.keys {
-            let kh = if nulls[k.column] {
-                0x5bd1_e995u64
-            } else {
-                // SAFETY: the value is of the key's type.
-                unsafe { k.hash.call1(k.collation, values[k.column]).value() as u32 as u64 }
-            };
+            // SAFETY: the values are of the front columns' types.
+            let kh = unsafe { k.hash_of(values, nulls) };
             h = (h ^ kh).wrapping_mul(0x100_0000_01b3).rotate_left(29);
         }
         h ^= h >> 32;
@@ -250,25 +292,8 @@ impl<'a> Groups<'a> {
         columns
             .iter_mut()
             .zip(&plan.columns)
-            .map(|((values, nulls), s)| {
-                let mut dims = [n as i32];
-                let mut lbs = [1i32];
-                // SAFETY: `values` and `nulls` have `n` entries of the element type `s`.
-                unsafe {
-                    let a = pg_sys::construct_md_array(
-                        values.as_mut_ptr(),
-                        nulls.as_mut_ptr(),
-                        1,
-                        dims.as_mut_ptr(),
-                        lbs.as_mut_ptr(),
-                        s.oid,
-                        s.len as i32,
-                        s.byval,
-                        s.align,
-                    );
-                    pg_sys::Datum::from(a)
-                }
-            })
+            // SAFETY: `values` and `nulls` have `n` entries of the element type `s`.
+            .map(|((values, nulls), s)| unsafe { array(values, nulls, s) })
             .collect()
     }
 

@@ -309,6 +309,18 @@ _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_e
 SELECT /* pg_eventtime ingest, one row's window */ p.watermark IS NULL OR $1::timestamptz > p.watermark
 FROM _eventtime.pipeline p WHERE p.id = 7;
 
+-- engine
+/* pg_eventtime ingest, groups of open windows */
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", _et_slot)
+SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT u.c0, u.c1, u.c2, u.c3, u.c4, u.c5, u.c6 FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::numeric[], $7::bigint[]) AS u(c0, c1, c2, c3, c4, c5, c6) ORDER BY u.c1, u.c0) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
+ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
+_et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n";
+/* pg_eventtime ingest, event ids of open windows */
+INSERT INTO _eventtime."p7_ids" AS i (window_start, "store", event_id)
+SELECT u.c0, u.c1, u.c2 FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(c0, c1, c2)
+ON CONFLICT DO NOTHING
+RETURNING i.window_start, i."store", i.event_id;
+
 -- trigger
 CREATE TRIGGER "eventtime_ingest_p7" AFTER INSERT ON "public"."orders" REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION _eventtime."p7_ingest"();
 

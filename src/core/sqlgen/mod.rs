@@ -1027,6 +1027,16 @@ mod tests {
                     vec![]
                 },
             ),
+            (
+                "engine",
+                if d.has_front() {
+                    std::iter::once(d.ingest_groups_statement())
+                        .chain(d.ingest_ledger_statement())
+                        .collect()
+                } else {
+                    vec![]
+                },
+            ),
             ("trigger", vec![d.create_trigger()]),
             ("views", d.create_views()),
             ("typed feed", d.create_feed_function()),
@@ -1101,6 +1111,32 @@ mod tests {
         };
         d.refused_doc_once = true;
         check_snapshot("hopping_keyed_event_id", &d);
+    }
+
+    #[test]
+    fn the_engine_inserts_ledger_entries_in_the_arrays_order_and_returns_them() {
+        let d = def();
+        let sql = d
+            .ingest_ledger_statement()
+            .expect("a daily pipeline with a ledger");
+        assert!(sql.contains("FROM unnest($1::timestamptz[], "));
+        assert!(sql.contains("ON CONFLICT DO NOTHING\nRETURNING i.window_start, "));
+        // No ORDER BY: the engine sorts, and matches what comes back in the arrays' order.
+        assert!(!sql.contains("ORDER BY"));
+        let types = d.front_ledger_types().unwrap();
+        assert_eq!(types.first().map(String::as_str), Some("timestamptz"));
+        assert_eq!(types.len(), d.keys.len() + 2);
+        let mut no_ids = def();
+        no_ids.event_id = None;
+        assert!(no_ids.ingest_ledger_statement().is_none());
+        let mut cumulate = def();
+        cumulate.window = WindowSpec::Cumulate {
+            size: crate::core::window::Span::Days(1),
+            step: crate::core::window::Span::Us(3_600_000_000),
+            origin: 0,
+            time_zone: None,
+        };
+        assert!(cumulate.ingest_ledger_statement().is_none());
     }
 
     #[test]

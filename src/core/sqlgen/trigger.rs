@@ -169,6 +169,51 @@ impl PipelineDef {
         )
     }
 
+    /// The statement the engine runs for the event ids of a part of a statement whose rows are
+    /// all in open windows, with the pipeline's own ledger: parameter `$j` is the array of column
+    /// `j` (window start, keys, event id; see [`Self::front_ledger_types`]), inserted into the
+    /// ledger in the arrays' order, which `RETURNING` keeps: the entries it returns are the new
+    /// ones, a subsequence of the arrays. `None` where the ledger's identity has a window end too
+    /// (cumulate windows, which have no front).
+    pub fn ingest_ledger_statement(&self) -> Option<String> {
+        if !self.step_end().is_empty() {
+            return None;
+        }
+        let types = self.front_ledger_types()?;
+        let names: Vec<String> = (0..types.len()).map(|j| format!("u.c{j}")).collect();
+        let params: Vec<String> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| format!("${}::{t}[]", j + 1))
+            .collect();
+        let k = prefix(&self.key_names(None));
+        let ki = prefix(&self.key_names(Some("i")));
+        Some(format!(
+            "/* pg_eventtime ingest, event ids of open windows */\n\
+             INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
+             SELECT {cols} FROM unnest({params}) AS u({bare})\n\
+             ON CONFLICT DO NOTHING\n\
+             RETURNING i.window_start, {ki}i.event_id",
+            ids = self.table("ids"),
+            cols = names.join(", "),
+            params = params.join(", "),
+            bare = (0..types.len())
+                .map(|j| format!("c{j}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ))
+    }
+
+    /// The element types of [`Self::ingest_ledger_statement`]'s arrays: window start, the keys,
+    /// the event id.
+    pub fn front_ledger_types(&self) -> Option<Vec<String>> {
+        let eid = self.ledger()?;
+        let mut out = vec!["timestamptz".to_string()];
+        out.extend(self.keys.iter().map(|c| c.type_name.clone()));
+        out.push(eid.type_name.clone());
+        Some(out)
+    }
+
     /// The element types of [`Self::ingest_groups_statement`]'s arrays.
     pub fn front_group_types(&self) -> Vec<String> {
         let mut out: Vec<String> = self.keys.iter().map(|c| c.type_name.clone()).collect();
