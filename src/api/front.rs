@@ -31,6 +31,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 
 use crate::core::aggregates::ResolvedAgg;
+use crate::core::landing::WindowState;
 use crate::core::sqlgen::COLLECT_COUNTS;
 use crate::core::window::{Window, WindowSpec};
 use crate::engine::acc::{Accumulator, Storage};
@@ -43,6 +44,10 @@ use crate::pg::zone::PgZone;
 /// What the front of one pipeline keeps for the backend's life.
 struct Front {
     pipeline: i32,
+    /// The pipeline's name, for its announcements.
+    name: String,
+    /// Allowed lateness, in microseconds: which windows are fired rather than purged.
+    lateness: i64,
     /// The source table, whose rows the transition table holds.
     source: pg_sys::Oid,
     owner: pg_sys::Oid,
@@ -118,9 +123,9 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
             forget(fn_oid);
             front = front_of(fn_oid, trigdata);
         }
-        if let Some((rows, duplicates)) = write_groups(&front, trigdata) {
+        if let Some((rows, late, duplicates)) = write_groups(&front, trigdata) {
             if collects_counts() {
-                super::ingest::note_statement_counts(front.pipeline, rows, 0, 0, duplicates);
+                super::ingest::note_statement_counts(front.pipeline, rows, late, 0, duplicates);
             }
             return pg_sys::Datum::from(0);
         }
@@ -261,7 +266,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
             if offsets.is_none() {
                 // No engine: its kept plans go.
                 if let Some((plan, _, watermark)) = engine.take() {
-                    for kept in [plan.write, watermark] {
+                    for kept in [plan.write, plan.late_write, watermark] {
                         // SAFETY: plans kept by `keep_plan` that nothing else holds.
                         unsafe { pg_sys::SPI_freeplan(kept) };
                     }
@@ -273,6 +278,8 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
     };
     let front = Rc::new(Front {
         pipeline: p.id,
+        name: p.def.name.clone(),
+        lateness: p.def.lateness,
         source: p.source_oid,
         owner: p.owner,
         fallback,
@@ -299,7 +306,7 @@ unsafe fn front_of(fn_oid: pg_sys::Oid, trigdata: *mut pg_sys::TriggerData) -> R
 fn forget(fn_oid: pg_sys::Oid) {
     if let Some(f) = FRONTS.with(|m| m.borrow_mut().remove(&fn_oid)) {
         let engine = f.engine.as_ref().map(|e| {
-            [e.0.write, e.2]
+            [e.0.write, e.0.late_write, e.2]
                 .into_iter()
                 .chain(e.0.ledger.as_ref().map(|l| l.insert))
         });
@@ -398,6 +405,12 @@ fn engine_plan(
         p.id
     );
     let groups_sql = p.def.ingest_groups_statement();
+    let late_sql = p.def.ingest_late_groups_statement();
+    let late_types: Vec<pg_sys::Oid> = array_types
+        .iter()
+        .copied()
+        .chain([pg_sys::TIMESTAMPTZOID])
+        .collect();
     // With the pipeline's own ledger: the event id (hashed, for the order of the inserts) and
     // the insert of a statement's entries, whose arrays are of the window start, keys and id.
     let ledger = match p.def.ledger() {
@@ -426,9 +439,10 @@ fn engine_plan(
             Some((sql, types, id, order))
         }
     };
-    let (write, watermark, insert) = as_owner(p.owner, || {
+    let (write, late_write, watermark, insert) = as_owner(p.owner, || {
         (
             keep_plan(&groups_sql, &array_types),
+            keep_plan(&late_sql, &late_types),
             keep_plan(&watermark_sql, &[]),
             ledger
                 .as_ref()
@@ -448,6 +462,7 @@ fn engine_plan(
             keys,
             accs,
             write,
+            late_write,
             columns,
             ledger,
         },
@@ -518,13 +533,17 @@ fn run_plan_timestamp(plan: pg_sys::SPIPlanPtr) -> Option<i64> {
 
 /// Writes a statement of several rows by the engine (see `engine`) when the front has one for
 /// the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
-/// time whose window is open against the watermark (and, with offsets, an offset and a source,
-/// rising through the statement per source); returns the rows counted and the duplicates by
-/// offset, or `None`, having written nothing, when the statement goes to the PL/pgSQL function.
+/// time whose window is open against the watermark or fired within its grace (and, with offsets,
+/// an offset and a source, rising through the statement per source); returns the rows counted in
+/// open windows, in fired ones (late) and the duplicates, or `None`, having written nothing,
+/// when the statement goes to the PL/pgSQL function.
 ///
 /// # Safety
 /// `trigdata` is the trigger call's.
-unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Option<(i64, i64)> {
+unsafe fn write_groups(
+    front: &Front,
+    trigdata: *mut pg_sys::TriggerData,
+) -> Option<(i64, i64, i64)> {
     let (plan, state, watermark_plan) = front.engine.as_ref()?;
     // SAFETY: reads of the trigger's call data and of a backend global.
     let (table, relation) = unsafe {
@@ -561,9 +580,28 @@ unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Opt
     // them.
     as_owner(front.owner, || {
         let watermark = run_plan_timestamp(*watermark_plan);
-        let run = |write: pg_sys::SPIPlanPtr, arrays: &[pg_sys::Datum]| {
-            let nulls = vec![b' '; arrays.len()];
-            run_plan(write, arrays, &nulls);
+        // The groups of fired windows are written with the watermark they were classified
+        // against, and count the late versions they wrote.
+        let versions = std::cell::Cell::new(0i64);
+        let run = |write: pg_sys::SPIPlanPtr, arrays: &[pg_sys::Datum], late: bool| {
+            let mut values = arrays.to_vec();
+            if late {
+                values.push(pg_sys::Datum::from(
+                    watermark.expect("a fired window has a watermark"),
+                ));
+            }
+            let nulls = vec![b' '; values.len()];
+            // The lookup of each window's main firing must be an index scan of history, whatever
+            // the plan was made from (as the PL/pgSQL function runs with `enable_seqscan` off,
+            // see *Ingest* in the design note): the kept plan is made, and remade, when run.
+            let level =
+                late.then(|| crate::pg::security::set_in_nest_level(c"enable_seqscan", c"off"));
+            let (_, n) = run_plan_with(write, &values, &nulls, |d| d.value() as i64);
+            if let Some(level) = level {
+                // SAFETY: closes the nest level opened above; every level above it is closed.
+                unsafe { pg_sys::AtEOXact_GUC(false, level) };
+                versions.set(versions.get() + n.unwrap_or(0));
+            }
         };
         let group_cx = pgrx::PgMemoryContexts::new("pg_eventtime groups");
         let row_cx = pgrx::PgMemoryContexts::new("pg_eventtime rows");
@@ -579,11 +617,19 @@ unsafe fn write_groups(front: &Front, trigdata: *mut pg_sys::TriggerData) -> Opt
                 front, plan, table, pointer, slot, watermark, group_cx, row, &run,
             );
             pg_sys::ExecDropSingleTupleTableSlot(slot);
-            let (rows, duplicates) = result?;
+            let (rows, late, duplicates) = result?;
             if duplicates > 0 {
                 run_plan(front.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
             }
-            Some((rows, duplicates))
+            crate::pg::announce::announce(
+                &front.name,
+                crate::pg::announce::Versions {
+                    late: versions.get(),
+                    ..Default::default()
+                },
+                watermark,
+            );
+            Some((rows, late, duplicates))
         }
     })
 }
@@ -641,7 +687,8 @@ fn write_int(buf: &mut Vec<u8>, v: i64) {
 }
 
 /// The grouping of a statement's rows and the writes of its groups (see [`write_groups`]):
-/// the rows counted and the duplicates by offset, or `None`, having written nothing.
+/// the rows counted in open windows, those counted in fired windows (late), and the duplicates
+/// (by offset or by the ledger), or `None`, having written nothing.
 ///
 /// # Safety
 /// As [`scan`]; `group_cx` and `row` are memory contexts that outlive the call.
@@ -655,14 +702,17 @@ unsafe fn group_rows(
     watermark: Option<i64>,
     group_cx: pg_sys::MemoryContext,
     row: pg_sys::MemoryContext,
-    run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum]),
-) -> Option<(i64, i64)> {
+    run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum], bool),
+) -> Option<(i64, i64, i64)> {
     // SAFETY: as the caller promises.
     unsafe {
         let mut groups = Groups::new(plan, group_cx);
-        let add = |groups: &mut Groups, values: &[pg_sys::Datum], nulls: &[bool], w: Window| {
+        let add = |groups: &mut Groups,
+                   values: &[pg_sys::Datum],
+                   nulls: &[bool],
+                   (w, late): (Window, bool)| {
             let old = pg_sys::MemoryContextSwitchTo(row);
-            groups.add(values, nulls, w.start, w.end);
+            groups.add(values, nulls, w.start, w.end, late);
             pg_sys::MemoryContextSwitchTo(old);
         };
         let reset = |i: usize| {
@@ -745,7 +795,7 @@ unsafe fn group_rows(
                 },
             );
             groups.flush(run);
-            return Some((counted, duplicates));
+            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
         }
         if let Some(ledger) = &plan.ledger {
             // One pass reads the rows (copied) before anything is written; then their entries go
@@ -760,7 +810,7 @@ unsafe fn group_rows(
                 watermark,
                 &mut |_, values, nulls, w| match w {
                     Some(w) if !rows.full() => {
-                        rows.push(values, nulls, w.start, w.end);
+                        rows.push(values, nulls, w);
                         true
                     }
                     _ => false,
@@ -778,8 +828,8 @@ unsafe fn group_rows(
                 if groups.full() {
                     groups.flush(run);
                 }
-                let (values, nulls, start, end) = rows.row(r);
-                add(&mut groups, values, nulls, Window { start, end });
+                let (values, nulls, w) = rows.row(r);
+                add(&mut groups, values, nulls, w);
                 counted += 1;
                 reset(r);
             }
@@ -787,7 +837,7 @@ unsafe fn group_rows(
             let duplicates = rows.len() as i64 - counted;
             drop(rows);
             drop(rows_cx);
-            return Some((counted, duplicates));
+            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
         }
         // One pass: every row must be one the engine takes before anything is written, and the
         // groups must stay within the bound. A statement of more groups goes to SQL, whose
@@ -814,7 +864,8 @@ unsafe fn group_rows(
             return None;
         }
         groups.flush(run);
-        Some((pg_sys::tuplestore_tuple_count(table), 0))
+        let rows = pg_sys::tuplestore_tuple_count(table);
+        Some((rows - groups.late_rows, groups.late_rows, 0))
     }
 }
 
@@ -829,14 +880,16 @@ fn run_plan_text(plan: pg_sys::SPIPlanPtr, values: &[pg_sys::Datum]) -> Option<S
     .flatten()
 }
 
-/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its open
-/// window; false stops the scan.
-type RowFn<'a> = dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<Window>) -> bool + 'a;
+/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its window
+/// and whether that window has fired (its rows are late); false stops the scan.
+type RowFn<'a> = dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<(Window, bool)>) -> bool + 'a;
 
 /// Reads the transition table `table` from its start through read pointer `pointer`, and calls
 /// `f` with each row's index, the front columns' values and NULLs, and its window when it has an
-/// event time whose window is open against `watermark` (`None` otherwise); stops when `f`
-/// returns false, and returns whether it read every row.
+/// event time whose window is open or fired against `watermark` and `lateness` (the landing rule,
+/// `core::landing::window_state`), with whether it fired (`None` otherwise: no event time, no
+/// window, or a purged window); stops when `f` returns false, and returns whether it read every
+/// row.
 ///
 /// # Safety
 /// `table` is the statement's transition table, `pointer` a read pointer of it, `slot` a slot
@@ -870,7 +923,13 @@ unsafe fn scan(
             let w = (!nulls[front.event_time])
                 .then(|| window_of(&front.window, values[front.event_time].value() as i64))
                 .flatten()
-                .filter(|w| watermark.is_none_or(|m| w.end > m));
+                .and_then(|w| {
+                    match crate::core::landing::window_state(w.end, front.lateness, watermark) {
+                        WindowState::Open => Some((w, false)),
+                        WindowState::Fired => Some((w, true)),
+                        WindowState::Purged => None,
+                    }
+                });
             if !f(i, &values, &nulls, w) {
                 ok = false;
                 break;

@@ -22,6 +22,7 @@ use pgrx::pg_sys;
 
 use super::acc::{Fn, Storage};
 use super::{array, Key, Plan};
+use crate::core::window::Window;
 
 /// Rows of the largest statement whose ids the engine inserts into the ledger.
 pub const MAX_ROWS: usize = 10_000;
@@ -46,7 +47,7 @@ pub struct Rows<'a> {
     cx: pg_sys::MemoryContext,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
-    windows: Vec<(i64, i64)>,
+    windows: Vec<(Window, bool)>,
 }
 
 impl<'a> Rows<'a> {
@@ -79,11 +80,12 @@ impl<'a> Rows<'a> {
                 > unsafe { pg_sys::work_mem } as usize * 1024
     }
 
-    /// Adds a row, its front columns' values copied into the rows' context.
+    /// Adds a row, its front columns' values copied into the rows' context, with its window and
+    /// whether that window has fired.
     ///
     /// # Safety
     /// `values` are datums of the front columns' types, valid while this runs.
-    pub unsafe fn push(&mut self, values: &[pg_sys::Datum], nulls: &[bool], start: i64, end: i64) {
+    pub unsafe fn push(&mut self, values: &[pg_sys::Datum], nulls: &[bool], w: (Window, bool)) {
         // SAFETY: as the caller promises; the copies live in the rows' context.
         unsafe {
             let old = pg_sys::MemoryContextSwitchTo(self.cx);
@@ -93,19 +95,22 @@ impl<'a> Rows<'a> {
             pg_sys::MemoryContextSwitchTo(old);
         }
         self.nulls.extend_from_slice(nulls);
-        self.windows.push((start, end));
+        self.windows.push(w);
     }
 
-    /// Row `r`: its front columns' values and NULLs, its window start and end.
-    pub fn row(&self, r: usize) -> (&[pg_sys::Datum], &[bool], i64, i64) {
+    /// Row `r`: its front columns' values and NULLs, its window and whether it has fired.
+    pub fn row(&self, r: usize) -> (&[pg_sys::Datum], &[bool], (Window, bool)) {
         let n = self.ledger.front.len();
-        let (start, end) = self.windows[r];
         (
             &self.values[r * n..(r + 1) * n],
             &self.nulls[r * n..(r + 1) * n],
-            start,
-            end,
+            self.windows[r],
         )
+    }
+
+    /// The window start of row `r`.
+    fn start(&self, r: usize) -> i64 {
+        self.windows[r].0.start
     }
 
     /// Writes the rows' entries into the ledger and returns, per row, whether it is kept (its
@@ -125,8 +130,10 @@ impl<'a> Rows<'a> {
         // the columns' collations, NULL keys last (as `ORDER BY`). Stable: equal rows keep the
         // statement's order.
         let cmp = |a: &usize, b: &usize| {
-            let (va, na, sa, _) = self.row(*a);
-            let (vb, nb, sb, _) = self.row(*b);
+            let (va, na, _) = self.row(*a);
+            let sa = self.start(*a);
+            let (vb, nb, _) = self.row(*b);
+            let sb = self.start(*b);
             sa.cmp(&sb).then_with(|| {
                 for (c, collation, f) in &ledger.order {
                     let o = match (na[*c], nb[*c]) {
@@ -159,7 +166,8 @@ impl<'a> Rows<'a> {
                     let (mut vs, mut ns): (Vec<pg_sys::Datum>, Vec<bool>) = order
                         .iter()
                         .map(|o| {
-                            let (values, nulls, start, _) = self.row(*o);
+                            let (values, nulls, _) = self.row(*o);
+                            let start = self.start(*o);
                             match at {
                                 None => (pg_sys::Datum::from(start), false),
                                 Some(c) => (values[*c], nulls[*c]),
@@ -187,7 +195,8 @@ impl<'a> Rows<'a> {
                 let table = pg_sys::SPI_tuptable;
                 let mut t = 0usize;
                 for o in &order {
-                    let (values, nulls, start, _) = self.row(*o);
+                    let (values, nulls, _) = self.row(*o);
+                    let start = self.start(*o);
                     let same = t < processed
                         && columns.iter().enumerate().all(|(j, (s, at))| {
                             let mut null = false;

@@ -1,14 +1,16 @@
 //! The ingest engine: a statement's rows grouped by (key, window) in the trigger's own code.
 //!
 //! For a pipeline with a front (one window per row, computed from the row; no watermark lag), a
-//! statement of several rows whose rows all fall in open windows is
+//! statement of several rows whose rows all fall in open windows, or fired ones within their
+//! grace (late rows), is
 //! grouped here instead of by the SQL statement for many rows: the front reads the transition
 //! table once, computes each row's window with the model's code, groups the rows by key and
 //! window in a hash table whose keys are hashed and compared with their types' own functions in
 //! the columns' collations (as `GROUP BY` does, NULL a group of its own), adds each row to its
-//! group's accumulators (`acc`), and writes the groups to this backend's state rows with one kept
-//! statement taking them as arrays (`PipelineDef::ingest_groups_statement`), whose sums are
-//! checked as every append's. Its memory is bounded whatever the statement's size: a statement
+//! group's accumulators (`acc`), and writes the groups of open windows to this backend's state
+//! rows with one kept statement taking them as arrays (`PipelineDef::ingest_groups_statement`),
+//! whose sums are checked as every append's, and those of fired windows to their late rows and
+//! late versions with another (`PipelineDef::ingest_late_groups_statement`). Its memory is bounded whatever the statement's size: a statement
 //! of more than [`FLUSH_GROUPS`] groups, or of more than `work_mem` of their keys and values,
 //! goes to SQL before anything is written (its `GROUP BY` spills to disk past `work_mem`; written
 //! in parts here, a key of such a statement would be upserted once per part), except with
@@ -16,7 +18,7 @@
 //! entries are inserted before the grouping (`dedup`): their groups are written whenever they
 //! reach the bound.
 //!
-//! The first row it cannot take (no event time, a window that is not open, a key or aggregate
+//! The first row it cannot take (no event time, a window past its grace, a key or aggregate
 //! type it has no functions for) ends the attempt before anything is written: the statement goes
 //! to the PL/pgSQL function, which handles every case. The watermark is read after the state
 //! table's `ROW EXCLUSIVE` lock, as the ingest statements' plans take it before their snapshot,
@@ -121,6 +123,9 @@ pub struct Plan {
     pub accs: Vec<Accumulator>,
     /// The groups statement and the element types of its arrays.
     pub write: pg_sys::SPIPlanPtr,
+    /// The statement of the groups of fired windows (`PipelineDef::ingest_late_groups_statement`):
+    /// the same arrays, then the watermark.
+    pub late_write: pg_sys::SPIPlanPtr,
     pub columns: Vec<Storage>,
     /// With the pipeline's own ledger of event ids: how the engine writes it.
     pub ledger: Option<dedup::Ledger>,
@@ -156,9 +161,14 @@ pub struct Groups<'a> {
     starts: Vec<i64>,
     ends: Vec<i64>,
     rows: Vec<i64>,
+    /// Whether the group's window has fired (its rows are late): then it is written by the plan's
+    /// `late_write`.
+    late: Vec<bool>,
     keys: Vec<Option<pg_sys::Datum>>,
     states: Vec<State>,
     cx: pg_sys::MemoryContext,
+    /// Rows added to groups of fired windows, over every write.
+    pub late_rows: i64,
 }
 
 impl<'a> Groups<'a> {
@@ -172,9 +182,11 @@ impl<'a> Groups<'a> {
             starts: Vec::new(),
             ends: Vec::new(),
             rows: Vec::new(),
+            late: Vec::new(),
             keys: Vec::new(),
             states: Vec::new(),
             cx,
+            late_rows: 0,
         }
     }
 
@@ -196,11 +208,18 @@ impl<'a> Groups<'a> {
     }
 
     /// Adds a row, whose front columns are `values` and `nulls`, to the group of its keys and
-    /// window.
+    /// window, which has fired when `late` (every row of a window in one statement lands alike).
     ///
     /// # Safety
     /// `values` are datums of the front columns' types, valid while this runs.
-    pub unsafe fn add(&mut self, values: &[pg_sys::Datum], nulls: &[bool], start: i64, end: i64) {
+    pub unsafe fn add(
+        &mut self,
+        values: &[pg_sys::Datum],
+        nulls: &[bool],
+        start: i64,
+        end: i64,
+        late: bool,
+    ) {
         let plan = self.plan;
         let nk = plan.keys.len();
         let mut h: u64 = (start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -246,12 +265,14 @@ impl<'a> Groups<'a> {
             self.starts.push(start);
             self.ends.push(end);
             self.rows.push(0);
+            self.late.push(late);
             self.states.extend(plan.accs.iter().map(|a| a.start()));
             self.next.push(first);
             self.by_hash.insert(h, g as u32);
             g
         };
         self.rows[g] += 1;
+        self.late_rows += late as i64;
         let na = plan.accs.len();
         for (a, state) in plan.accs.iter().zip(&mut self.states[g * na..(g + 1) * na]) {
             let value = a.arg.and_then(|c| (!nulls[c]).then_some(values[c]));
@@ -260,17 +281,22 @@ impl<'a> Groups<'a> {
         }
     }
 
-    /// The groups as the arrays of the groups statement, in its parameters' order.
+    /// The groups of open windows (of fired ones, when `late`) as the arrays of the groups
+    /// statements, in their parameters' order; `None` when there are none.
     ///
     /// # Safety
     /// Builds arrays in the current memory context from the groups' datums.
-    unsafe fn arrays(&self) -> Vec<pg_sys::Datum> {
-        let n = self.len();
+    unsafe fn arrays(&self, late: bool) -> Option<Vec<pg_sys::Datum>> {
+        let which: Vec<usize> = (0..self.len()).filter(|&g| self.late[g] == late).collect();
+        if which.is_empty() {
+            return None;
+        }
+        let n = which.len();
         let plan = self.plan;
         let (nk, na) = (plan.keys.len(), plan.accs.len());
         let mut columns: Vec<(Vec<pg_sys::Datum>, Vec<bool>)> =
             vec![(Vec::with_capacity(n), Vec::with_capacity(n)); plan.columns.len()];
-        for g in 0..n {
+        for g in which {
             let mut j = 0;
             let mut push = |d: pg_sys::Datum, null: bool| {
                 columns[j].0.push(d);
@@ -289,38 +315,46 @@ impl<'a> Groups<'a> {
                 }
             }
         }
-        columns
-            .iter_mut()
-            .zip(&plan.columns)
-            // SAFETY: `values` and `nulls` have `n` entries of the element type `s`.
-            .map(|((values, nulls), s)| unsafe { array(values, nulls, s) })
-            .collect()
+        Some(
+            columns
+                .iter_mut()
+                .zip(&plan.columns)
+                // SAFETY: `values` and `nulls` have `n` entries of the element type `s`.
+                .map(|((values, nulls), s)| unsafe { array(values, nulls, s) })
+                .collect(),
+        )
     }
 
-    /// Writes the groups with the plan's statement, run by `run` (which runs a kept plan as the
-    /// pipeline's owner), and forgets them.
+    /// Writes the groups with the plan's statements, run by `run` (which runs a kept plan as the
+    /// pipeline's owner, told whether it is the statement of fired windows), and forgets them:
+    /// the groups of open windows first, then those of fired windows.
     ///
     /// # Safety
     /// The groups' context is still alive.
-    pub unsafe fn flush(&mut self, run: impl FnOnce(pg_sys::SPIPlanPtr, &[pg_sys::Datum])) {
+    pub unsafe fn flush(&mut self, run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum], bool)) {
         if self.is_empty() {
             return;
         }
-        // The arrays live in a context of their own, deleted once they are written.
-        let arrays_cx = pgrx::PgMemoryContexts::new("pg_eventtime group arrays");
-        // SAFETY: as the caller promises; the arrays are built in `arrays_cx`.
-        unsafe {
-            let old = pg_sys::MemoryContextSwitchTo(arrays_cx.value());
-            let arrays = self.arrays();
-            pg_sys::MemoryContextSwitchTo(old);
-            run(self.plan.write, &arrays);
+        for (late, write) in [(false, self.plan.write), (true, self.plan.late_write)] {
+            // The arrays live in a context of their own, deleted once they are written.
+            let arrays_cx = pgrx::PgMemoryContexts::new("pg_eventtime group arrays");
+            // SAFETY: as the caller promises; the arrays are built in `arrays_cx`.
+            unsafe {
+                let old = pg_sys::MemoryContextSwitchTo(arrays_cx.value());
+                let arrays = self.arrays(late);
+                pg_sys::MemoryContextSwitchTo(old);
+                if let Some(arrays) = arrays {
+                    run(write, &arrays, late);
+                }
+            }
+            drop(arrays_cx);
         }
-        drop(arrays_cx);
         self.by_hash.clear();
         self.next.clear();
         self.starts.clear();
         self.ends.clear();
         self.rows.clear();
+        self.late.clear();
         self.keys.clear();
         self.states.clear();
         // SAFETY: the groups' values are not used any more.

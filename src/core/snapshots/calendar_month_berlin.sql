@@ -315,6 +315,26 @@ INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n
 SELECT *, _eventtime.backend_slot() FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT u.c0, u.c1, u.c2, u.c3, u.c4, u.c5, u.c6 FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::numeric[], $7::bigint[]) AS u(c0, c1, c2, c3, c4, c5, c6) ORDER BY u.c1, u.c0) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) c
 ON CONFLICT ("store", window_start, _et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET
 _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n";
+WITH /* pg_eventtime ingest, groups of fired windows */ up AS (
+INSERT INTO _eventtime."p7_state" AS s ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n", version, _et_late)
+SELECT *, 1, true FROM (SELECT r."store", r.window_start, r.window_end, r._et_n, r."_et_a0", _eventtime.acc_check(r."_et_a1", 7, 'mean', r.window_start), r."_et_a1_n" FROM (SELECT u.c0, u.c1, u.c2, u.c3, u.c4, u.c5, u.c6 FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::numeric[], $7::bigint[]) AS u(c0, c1, c2, c3, c4, c5, c6) ORDER BY u.c1, u.c0) r ("store", window_start, window_end, _et_n, "_et_a0", "_et_a1", "_et_a1_n")) r
+ON CONFLICT ("store", window_start) WHERE _et_late DO UPDATE SET
+version = s.version + 1, _et_n = s._et_n + excluded._et_n, "_et_a0" = s."_et_a0" + excluded."_et_a0", "_et_a1" = _eventtime.acc_check(CASE WHEN s."_et_a1" IS NULL THEN excluded."_et_a1" WHEN excluded."_et_a1" IS NULL THEN s."_et_a1" ELSE s."_et_a1" + excluded."_et_a1" END, 7, 'mean', s.window_start), "_et_a1_n" = s."_et_a1_n" + excluded."_et_a1_n"
+RETURNING s.*
+),
+late_versions AS (
+INSERT INTO _eventtime."p7_history" ("store", window_start, window_end, version, kind, "orders", "mean", watermark, _et_n, "_et_a0", "_et_a1", "_et_a1_n")
+SELECT v."store", v.window_start, v.window_end, v.version, 'late', (v."_et_a0")::bigint, (v."_et_a1" / NULLIF(v."_et_a1_n", 0))::numeric, v._et_w, v._et_n, v."_et_a0", v."_et_a1", v."_et_a1_n"
+FROM (SELECT u."store", u.window_start, u.window_end, u.version + (m._et_n IS NOT NULL)::integer AS version, $8::timestamptz AS _et_w, coalesce(m._et_n, 0) + u._et_n AS _et_n, coalesce(m."_et_a0", 0) + u."_et_a0" AS "_et_a0", CASE WHEN m."_et_a1" IS NULL THEN u."_et_a1" WHEN u."_et_a1" IS NULL THEN m."_et_a1" ELSE m."_et_a1" + u."_et_a1" END AS "_et_a1", coalesce(m."_et_a1_n", 0) + u."_et_a1_n" AS "_et_a1_n"
+FROM up u
+LEFT JOIN LATERAL (
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" OPERATOR(pg_catalog.=) u."store"
+UNION ALL
+SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history" m WHERE m.window_start = u.window_start AND m.version = 1 AND m.kind = 'main' AND m."store" IS NULL AND u."store" IS NULL
+) m ON true WHERE u.window_end <= $8::timestamptz) v
+RETURNING 1
+)
+SELECT count(*) FROM late_versions;
 /* pg_eventtime ingest, event ids of open windows */
 INSERT INTO _eventtime."p7_ids" AS i (window_start, "store", event_id)
 SELECT u.c0, u.c1, u.c2 FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(c0, c1, c2)

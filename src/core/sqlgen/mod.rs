@@ -1030,9 +1030,13 @@ mod tests {
             (
                 "engine",
                 if d.has_front() {
-                    std::iter::once(d.ingest_groups_statement())
-                        .chain(d.ingest_ledger_statement())
-                        .collect()
+                    [
+                        d.ingest_groups_statement(),
+                        d.ingest_late_groups_statement(),
+                    ]
+                    .into_iter()
+                    .chain(d.ingest_ledger_statement())
+                    .collect()
                 } else {
                     vec![]
                 },

@@ -141,6 +141,15 @@ impl PipelineDef {
     /// [`Self::front_group_types`]). The groups are appended to this backend's state rows as the
     /// statement for many rows appends its own, sums checked.
     pub fn ingest_groups_statement(&self) -> String {
+        format!(
+            "/* pg_eventtime ingest, groups of open windows */\n{}",
+            self.state_append(&self.front_group_rows())
+        )
+    }
+
+    /// The groups of [`Self::ingest_groups_statement`]'s arrays as rows (keys, window start and
+    /// end, rows, partials), in (window start, keys) order.
+    fn front_group_rows(&self) -> String {
         let types = self.front_group_types();
         let names: Vec<String> = (0..types.len()).map(|j| format!("c{j}")).collect();
         let params: Vec<String> = types
@@ -152,7 +161,7 @@ impl PipelineDef {
         let order: Vec<String> = std::iter::once(format!("u.c{k}"))
             .chain((0..k).map(|j| format!("u.c{j}")))
             .collect();
-        let rows = format!(
+        format!(
             "SELECT {} FROM unnest({}) AS u({}) ORDER BY {}",
             names
                 .iter()
@@ -162,10 +171,23 @@ impl PipelineDef {
             params.join(", "),
             names.join(", "),
             order.join(", "),
-        );
+        )
+    }
+
+    /// The statement the front runs for the groups of a statement's rows in fired windows within
+    /// their grace (`engine`): the arrays of [`Self::ingest_groups_statement`], then `$n + 1` the
+    /// watermark the rows were classified against. Each group is upserted into its window's late
+    /// row, which counts one more late version, and that version is written to history, as the
+    /// statement for many rows does (`up`, `late_versions`); returns the number of versions.
+    pub fn ingest_late_groups_statement(&self) -> String {
+        let types = self.front_group_types();
+        let wm = format!("${}::timestamptz", types.len() + 1);
+        let up = self.state_upsert(&self.front_group_rows(), "s.*");
+        let late_versions = self.late_version_insert("up u", &format!("u.window_end <= {wm}"), &wm);
         format!(
-            "/* pg_eventtime ingest, groups of open windows */\n{}",
-            self.state_append(&rows)
+            "WITH /* pg_eventtime ingest, groups of fired windows */ up AS (\n{up}\n),\n\
+             late_versions AS (\n{late_versions}\nRETURNING 1\n)\n\
+             SELECT count(*) FROM late_versions"
         )
     }
 

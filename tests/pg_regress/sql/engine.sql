@@ -77,7 +77,8 @@ SELECT count(*) AS differ FROM (
 -- The one window of 2026-03-29 in Paris is 23 hours long.
 SELECT window_start, window_end - window_start AS length FROM en_c_latest WHERE store = 'a' ORDER BY 1;
 
--- A statement with a row in a fired window goes to SQL whole: late version and counts as ever.
+-- A statement with a row in a fired window within its grace is the engine's too (see engine_late):
+-- late version and counts as the SQL path writes them.
 SELECT eventtime.drop_pipeline('en_c'), eventtime.drop_pipeline('en_d');
 CREATE TABLE en_e (k int, v bigint, at timestamptz);
 SELECT eventtime.create_pipeline(name => 'en_e', source => 'en_e', event_time => 'at', key => ARRAY['k'],
@@ -90,8 +91,8 @@ SELECT window_start, version, n, total FROM en_e_history ORDER BY 1, 2;
 SELECT pg_temp.try($$INSERT INTO en_e VALUES (2, 1, '2026-01-01 01:30+00'), (2, 1, NULL)$$);
 
 -- The engine holds up to 50,000 groups: a statement of more goes to SQL, whose grouping spills
--- past work_mem, and one of fewer is the engine's, whatever its number of rows. With a late row
--- at its end, the engine writes nothing and SQL takes the statement.
+-- past work_mem, and one of fewer is the engine's, whatever its number of rows. One of more groups
+-- with a late row at its end: the engine writes nothing and SQL takes the whole statement.
 BEGIN;
 SET LOCAL track_functions = 'pl';
 INSERT INTO en_e SELECT i % 49999, i, '2026-01-01 01:35+00' FROM generate_series(1, 99998) i;

@@ -1,0 +1,93 @@
+-- The ingest engine with rows in fired windows within their grace (late rows): a statement of
+-- several rows, open and late, is grouped in the trigger's own code, its late groups upserted
+-- into their windows' late rows and written as late versions in one statement. What it leaves
+-- must be what the SQL path leaves for the same rows (under REPEATABLE READ, which the engine
+-- leaves to SQL): versions, their numbers and watermarks, counts, with and without event ids. A
+-- statement with a row past its grace goes to SQL whole.
+\i include/setup.sql
+
+CREATE TABLE elt_a (store text, id bigint, qty int, at timestamptz);
+CREATE TABLE elt_b (LIKE elt_a);
+CREATE TABLE elt_c (LIKE elt_a);
+CREATE TABLE elt_d (LIKE elt_a);
+SELECT eventtime.create_pipeline(name => p, source => p::regclass, event_time => 'at',
+    event_id => CASE WHEN p IN ('elt_a', 'elt_b') THEN 'id' END,
+    key => ARRAY['store'], window_size => '1 hour', allowed_lateness => '3 hours',
+    aggregates => 'count(*) AS n, sum(qty) AS qty, max(qty) AS top')
+FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p;
+
+-- Rows over five hours; the watermark then closes the first three, and every later statement
+-- brings late rows into them (redeliveries among them), beside rows of open windows.
+CREATE TABLE elt_rows AS
+SELECT s AS stmt, (ARRAY['a', 'b', NULL])[1 + i % 3] AS store, (s * 1000 + i) % 1500 AS id, s * 10 + i AS qty,
+       timestamptz '2026-05-01 00:00+00' + make_interval(mins => (i * 37 + s * 11) % 300) AS at
+FROM generate_series(0, 5) s, generate_series(1, 400) i;
+CREATE FUNCTION pg_temp.elt_load(s int, ps text[]) RETURNS TABLE (p text, accepted bigint, late bigint, refused bigint, duplicates bigint)
+LANGUAGE sql AS $$
+  SELECT p, i.* FROM unnest(ps) p,
+    eventtime.ingest(p, (SELECT jsonb_agg(to_jsonb(r) - 'stmt') FROM elt_rows r WHERE r.stmt = s)) i
+$$;
+-- elt_b and elt_d in REPEATABLE READ go to SQL; elt_a and elt_c to the engine.
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT * FROM pg_temp.elt_load(0, ARRAY['elt_a', 'elt_c']);
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM pg_temp.elt_load(0, ARRAY['elt_b', 'elt_d']);
+COMMIT;
+SELECT p, (eventtime.advance_watermark(p, '2026-05-01 03:00+00')).windows_fired FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p;
+
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT e.* FROM generate_series(1, 4) s, pg_temp.elt_load(s, ARRAY['elt_a', 'elt_c']) e;
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT e.* FROM generate_series(1, 4) s, pg_temp.elt_load(s, ARRAY['elt_b', 'elt_d']) e;
+COMMIT;
+
+-- The watermark moves on: the first hour is now past its grace; a statement with a row of it
+-- goes to SQL whole, and refuses that row.
+SELECT p, (eventtime.advance_watermark(p, '2026-05-01 04:30+00')).windows_fired FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p;
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_a', 'elt_c']);
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_b', 'elt_d']);
+COMMIT;
+
+-- The same history on both paths: every version, its number, kind and watermark.
+SELECT p, (eventtime.advance_watermark(p, 'infinity')).windows_fired FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p;
+SELECT kind, count(*) AS versions, max(version) AS last FROM elt_a_history GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS differ FROM (
+  (SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_a_history
+   EXCEPT ALL SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_b_history)
+  UNION ALL
+  (SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_b_history
+   EXCEPT ALL SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_a_history)) d;
+SELECT count(*) AS differ FROM (
+  (SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_c_history
+   EXCEPT ALL SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_d_history)
+  UNION ALL
+  (SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_d_history
+   EXCEPT ALL SELECT store, window_start, version, kind, watermark, n, qty, top FROM elt_c_history)) d;
+-- Versions are gapless per window.
+SELECT count(*) AS gaps FROM (
+  SELECT version, row_number() OVER (PARTITION BY store, window_start ORDER BY version) AS rn FROM elt_a_history) v
+WHERE version <> rn;
+-- Without ids, the latest versions equal GROUP BY over every row.
+SELECT count(*) AS differ FROM (
+  (SELECT store, window_start, n, qty, top FROM elt_c_latest
+   EXCEPT ALL
+   SELECT store, date_bin('1 hour', at, 'epoch'), count(*), sum(qty), max(qty) FROM elt_rows
+   WHERE NOT (stmt = 5 AND at < '2026-05-01 01:00+00') GROUP BY 1, 2)
+  UNION ALL
+  (SELECT store, date_bin('1 hour', at, 'epoch'), count(*), sum(qty), max(qty) FROM elt_rows
+   WHERE NOT (stmt = 5 AND at < '2026-05-01 01:00+00') GROUP BY 1, 2
+   EXCEPT ALL
+   SELECT store, window_start, n, qty, top FROM elt_c_latest)) d;
+SELECT count(*) AS refused FROM elt_c_refused;
