@@ -952,6 +952,98 @@ fn workload_a(
     Ok((row, t[0], t[3], t[4]))
 }
 
+/// (b) with statements of [`STATEMENT_ROWS`] rows: the same events as (b), with event ids and the
+/// pipeline's own ledger, each statement its own transaction. Three sides: the table with a
+/// unique index on the id (SPEC §6's plain side with ids), the pipeline (whose ingest engine
+/// dedups and groups the statements), and the same pipeline with every statement under
+/// REPEATABLE READ (`default_transaction_isolation`), which the engine leaves to the SQL path.
+/// Both pipeline sides must leave the same state and ids. Two rows: the pipeline against the
+/// plain side, and the engine against the SQL path.
+fn workload_b_statements(c: &mut Client, opts: &Opts, s: &Sizes) -> Res<Vec<Row>> {
+    println!(
+        "(b) {} events with event ids in INSERTs of {STATEMENT_ROWS} rows",
+        num(s.b_inserts)
+    );
+    let mut rng = Rng(0xB);
+    let evs = events(&mut rng, s.b_inserts, 1, s.b_keys, (1, 30));
+    let statements: Vec<Columns> = evs
+        .chunks(STATEMENT_ROWS)
+        .map(|part| {
+            (
+                part.iter().map(|e| e.id).collect(),
+                part.iter().map(|e| e.k).collect(),
+                part.iter().map(|e| e.amount()).collect(),
+                part.iter().map(|e| e.at()).collect(),
+            )
+        })
+        .collect();
+    let mut engine = Fingerprints::new();
+    let mut sql = Fingerprints::new();
+    let sides = [
+        (0, "without, with a unique index on the id"),
+        (1, "with"),
+        (2, "with, through SQL"),
+    ];
+    let t = turns("(b) in statements", &sides, opts.runs, |side| {
+        reset(c, side > 0)?;
+        if side == 0 {
+            exec(c, SOURCE_ID_INDEX)?;
+        }
+        settle(c)?;
+        if side == 2 {
+            exec(c, "SET default_transaction_isolation = 'repeatable read'")?;
+        }
+        let st = c
+            .prepare(
+                "INSERT INTO ev (id, k, amount, at) SELECT * FROM \
+                 unnest($1::bigint[], $2::int[], $3::text[]::numeric[], $4::text[]::timestamptz[])",
+            )
+            .map_err(|e| describe(&e))?;
+        let d = timed(|| {
+            for (ids, ks, amounts, ats) in &statements {
+                c.execute(&st, &[ids, ks, amounts, ats])
+                    .map_err(|e| describe(&e))?;
+            }
+            Ok(())
+        })?;
+        exec(c, "RESET default_transaction_isolation")?;
+        match side {
+            1 => engine.note(c, Side::Pipeline)?,
+            2 => sql.note(c, Side::Pipeline)?,
+            _ => {}
+        }
+        Ok(d)
+    })?;
+    if engine.pipeline != sql.pipeline {
+        return Err(format!(
+            "(b) in statements: the engine and the SQL path left different state or ids:\n  {:?}\nagainst\n  {:?}",
+            engine.pipeline, sql.pipeline
+        ));
+    }
+    Ok(vec![
+        Row::times(
+            format!(
+                "(b) {} events with event ids in `INSERT`s of {STATEMENT_ROWS} rows (the plain side with a unique index on them)",
+                num(s.b_inserts)
+            ),
+            t[1],
+            t[0],
+        ),
+        Row::times(
+            "(b) the same, the ingest engine against the SQL path (the statements under REPEATABLE READ)"
+                .to_string(),
+            t[1],
+            t[2],
+        ),
+    ])
+}
+
+/// Rows per statement of [`workload_b_statements`].
+const STATEMENT_ROWS: usize = 100;
+
+/// A statement's events as the arrays of its parameters: ids, keys, amounts, event times.
+type Columns = (Vec<i64>, Vec<i32>, Vec<String>, Vec<String>);
+
 /// (a) with event ids where the source has a unique index on them, on both sides: the pipeline
 /// dedups by that index and keeps no ledger. Its floor groups the rows into the state by hand, in
 /// the `COPY`'s transaction, as the floor without event ids does.
@@ -2177,6 +2269,7 @@ fn run() -> Res<Vec<String>> {
     }
     if opts.wants('b') {
         rows.push(workload_b(&mut c, &opts, &s)?);
+        rows.extend(workload_b_statements(&mut c, &opts, &s)?);
     }
     if opts.wants('c') {
         rows.push(workload_c(&mut c, &opts, &s)?);
