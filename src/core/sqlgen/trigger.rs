@@ -150,27 +150,14 @@ impl PipelineDef {
     /// The groups of [`Self::ingest_groups_statement`]'s arrays as rows (keys, window start and
     /// end, rows, partials), in (window start, keys) order.
     fn front_group_rows(&self) -> String {
-        let types = self.front_group_types();
-        let names: Vec<String> = (0..types.len()).map(|j| format!("c{j}")).collect();
-        let params: Vec<String> = types
-            .iter()
-            .enumerate()
-            .map(|(j, t)| format!("${}::{t}[]", j + 1))
-            .collect();
         let k = self.keys.len();
         let order: Vec<String> = std::iter::once(format!("u.c{k}"))
             .chain((0..k).map(|j| format!("u.c{j}")))
             .collect();
         format!(
-            "SELECT {} FROM unnest({}) AS u({}) ORDER BY {}",
-            names
-                .iter()
-                .map(|n| format!("u.{n}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            params.join(", "),
-            names.join(", "),
-            order.join(", "),
+            "{} ORDER BY {}",
+            unnest_select(&self.front_group_types()),
+            order.join(", ")
         )
     }
 
@@ -202,27 +189,16 @@ impl PipelineDef {
             return None;
         }
         let types = self.front_ledger_types()?;
-        let names: Vec<String> = (0..types.len()).map(|j| format!("u.c{j}")).collect();
-        let params: Vec<String> = types
-            .iter()
-            .enumerate()
-            .map(|(j, t)| format!("${}::{t}[]", j + 1))
-            .collect();
         let k = prefix(&self.key_names(None));
         let ki = prefix(&self.key_names(Some("i")));
         Some(format!(
             "/* pg_eventtime ingest, event ids of open windows */\n\
              INSERT INTO {ids} AS i (window_start, {k}event_id)\n\
-             SELECT {cols} FROM unnest({params}) AS u({bare})\n\
+             {rows}\n\
              ON CONFLICT DO NOTHING\n\
              RETURNING i.window_start, {ki}i.event_id",
             ids = self.table("ids"),
-            cols = names.join(", "),
-            params = params.join(", "),
-            bare = (0..types.len())
-                .map(|j| format!("c{j}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            rows = unnest_select(&types),
         ))
     }
 
@@ -551,4 +527,22 @@ impl PipelineDef {
             id = self.id,
         )
     }
+}
+
+/// `SELECT u.c0, ... FROM unnest($1::<type 0>[], ...) AS u(c0, ...)`: the rows of the arrays the
+/// engine passes as parameters, one per element type of `types`, in the arrays' order.
+fn unnest_select(types: &[String]) -> String {
+    let cols: Vec<String> = (0..types.len()).map(|j| format!("u.c{j}")).collect();
+    let params: Vec<String> = types
+        .iter()
+        .enumerate()
+        .map(|(j, t)| format!("${}::{t}[]", j + 1))
+        .collect();
+    let bare: Vec<String> = (0..types.len()).map(|j| format!("c{j}")).collect();
+    format!(
+        "SELECT {} FROM unnest({}) AS u({})",
+        cols.join(", "),
+        params.join(", "),
+        bare.join(", ")
+    )
 }
