@@ -73,6 +73,8 @@ COMMENT ON FUNCTION eventtime.explain(text, timestamptz, text[]) IS
 -- Cumulate windows (SPEC §7): a window kind, its assignment function, create_pipeline's
 -- cumulate_step (appended last, so calls by name and by position of earlier releases still
 -- work), and eventtime.pipelines' cumulate_step (the internal window_slide holds it).
+-- Batched late firings (SPEC §3): create_pipeline's late_firing, after cumulate_step, and
+-- eventtime.pipelines' late_firing (the definition holds it).
 ALTER TABLE _eventtime.pipeline DROP CONSTRAINT pipeline_window_kind_check;
 ALTER TABLE _eventtime.pipeline ADD CONSTRAINT pipeline_window_kind_check
   CHECK (window_kind IN ('tumbling', 'hopping', 'cumulate', 'session'));
@@ -109,14 +111,15 @@ CREATE FUNCTION eventtime."create_pipeline"(
 	"session_gap" interval DEFAULT NULL, /* Option < Interval > */
 	"offset_column" TEXT DEFAULT NULL, /* Option < & str > */
 	"source_column" TEXT DEFAULT NULL, /* Option < & str > */
-	"cumulate_step" interval DEFAULT NULL /* Option < Interval > */
+	"cumulate_step" interval DEFAULT NULL, /* Option < Interval > */
+	"late_firing" interval DEFAULT NULL /* Option < Interval > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'create_pipeline_wrapper';
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval) IS
-  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval, interval) IS
+  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap), with late versions per statement or in batches (late_firing): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 CREATE OR REPLACE VIEW eventtime.pipelines AS
 SELECT p.name,
        p.source,
@@ -151,7 +154,10 @@ SELECT p.name,
        -- The source's unique index that is the pipeline's ledger of event ids (NULL: the
        -- pipeline keeps a ledger of its own, or has no event id).
        _eventtime.id_index_of(p.id)::regclass AS event_id_index,
-       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step
+       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step,
+       -- Batched late firings: the least processing time between two late versions of a window
+       -- (NULL: one late version per ingest statement).
+       pg_catalog.make_interval(secs => (p.definition ->> 'late_firing_us')::bigint / 1000000.0) AS late_firing
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),

@@ -129,6 +129,13 @@ mod _eventtime {
         );
         // An open window's aggregates so far, as `_provisional` shows them.
         let provisional_sql = def.provisional_values(&format!("t.window_start = $1{key_match}"));
+        // With batched late firings: when the window's oldest pending late row was written.
+        let pending_sql = def.batches_late().then(|| {
+            format!(
+                "SELECT min(t._et_since) FROM {} t WHERE t._et_pending IS NOT NULL AND t.window_start = $1{key_match}",
+                def.table("state")
+            )
+        });
         let history_sql = format!(
             "SELECT max(t.version) FROM {} t WHERE t.window_start = $1{key_match}",
             def.table("history")
@@ -187,10 +194,26 @@ mod _eventtime {
                             tstz(win.end)
                         ),
                         WindowState::Fired => format!(
-                            "{bounds} fired{}; {at}, so a row for it is late: it joins the window and writes a new version until the watermark reaches the deadline {}",
+                            "{bounds} fired{}; {at}, so a row for it is late: {} until the watermark reaches the deadline {}",
                             match latest {
                                 Some(v) => format!(" and its latest version is {v}"),
                                 None => " with no rows for this key".to_string(),
+                            },
+                            match (&pending_sql, def.late_firing) {
+                                (Some(sql), Some(every)) => {
+                                    let since = client.select(sql, None, &args).expect("state read").first().get::<TimestampWithTimeZone>(1).expect("pending");
+                                    let every = format!("{} s", every as f64 / 1e6);
+                                    match since {
+                                        Some(t) => format!(
+                                            "it joins the window's pending late rows (late_firing {every}), the first written at {t}: the next version is written by the first eventtime.tick() or advance from {}, and by any advance that reaches the deadline",
+                                            tstz(time::add(t.into_inner(), def.late_firing.unwrap_or(0)))
+                                        ),
+                                        None => format!(
+                                            "it joins the window's pending late rows (late_firing {every}; none are pending now): the next version is written by the first eventtime.tick() or advance at least that long after the first of them, and by any advance that reaches the deadline"
+                                        ),
+                                    }
+                                }
+                                _ => "it joins the window and writes a new version".to_string(),
                             },
                             tstz(deadline)
                         ),

@@ -981,6 +981,7 @@ fn create_pipeline(
     offset_column: default!(Option<&str>, "NULL"),
     source_column: default!(Option<&str>, "NULL"),
     cumulate_step: default!(Option<Interval>, "NULL"),
+    late_firing: default!(Option<Interval>, "NULL"),
 ) {
     const F: &str = "eventtime.create_pipeline";
     let name = required(name, F, "name");
@@ -1202,6 +1203,7 @@ fn create_pipeline(
     let idle_timeout_us = idle_timeout.map(|v| duration("idle_timeout", v, false));
     let clock_lag_us = clock_lag.map(|v| duration("clock_lag", v, true));
     let max_ahead_us = max_ahead.map(|v| duration("max_ahead", v, true));
+    let late_firing_us = late_firing.map(|v| duration("late_firing", v, false));
 
     // Aggregates, read by PostgreSQL's parser.
     let mut parsed = aggparse::parse(aggregates_text, &source_sql);
@@ -1378,6 +1380,13 @@ fn create_pipeline(
         .collect();
 
     let late_deltas = !window.is_session();
+    if late_firing_us.is_some() && window.is_session() {
+        EtError::NotSupported {
+            message: format!("pipeline \"{name}\": late_firing is not supported for session windows yet"),
+            hint: "A late row of a session can merge it with others, which writes versions of each at once; leave late_firing out for sessions (one version per statement), or use tumbling, hopping, calendar or cumulate windows.".into(),
+        }
+        .raise()
+    }
     let refused_doc_once = window.multi();
     let key_names_of_source: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
     // A unique index of the source covers its partitions, not the tables that inherit from it:
@@ -1419,6 +1428,7 @@ fn create_pipeline(
         state_slots: late_deltas,
         offsets,
         id_index: id_index.is_some(),
+        late_firing: late_firing_us,
     };
     let definition = serde_json::to_string(&def).expect("definition serializes");
     let key_names: Vec<String> = def.keys.iter().map(|k| k.name.clone()).collect();

@@ -121,11 +121,12 @@ fn apply(p: &Pipeline, change: Change<'_>) -> Outcome {
 /// [`apply`], announcing what it fired together with the late and merged versions that the
 /// statement calling it wrote, `written` (one notification for the statement).
 fn apply_announcing(p: &Pipeline, change: Change<'_>, written: Versions) -> Outcome {
-    let (fired, purged, watermark) = apply_quietly(p, change);
+    let ((fired, purged, watermark), batched) = apply_quietly(p, change);
     announce::announce(
         &p.def.name,
         Versions {
             main: fired,
+            late: written.late + batched,
             ..written
         },
         watermark.map(|w| w.into_inner()),
@@ -133,20 +134,46 @@ fn apply_announcing(p: &Pipeline, change: Change<'_>, written: Versions) -> Outc
     (fired, purged, watermark)
 }
 
-fn apply_quietly(p: &Pipeline, change: Change<'_>) -> Outcome {
+/// [`apply_locked`] under the state's lock.
+fn apply_quietly(p: &Pipeline, change: Change<'_>) -> (Outcome, i64) {
     lock_state(p);
     apply_locked(p, change)
 }
 
-fn apply_locked(p: &Pipeline, change: Change<'_>) -> Outcome {
-    let (current, new) =
-        as_catalog_owner(|| Spi::connect_mut(|client| move_watermark(client, p, change)));
-    let Some(new) = new else {
-        return (0, 0, current);
+/// Writes the late versions of the batches due under watermark `w` (see
+/// `core::sqlgen::batches`), as the pipeline's owner, the state's lock held; returns how many.
+/// Nothing for a pipeline without batched late firings, or before its first advance.
+fn fire_batches(p: &Pipeline, w: Option<TimestampWithTimeZone>) -> i64 {
+    let (Some(sql), Some(w)) = (p.def.late_batch_statement(), w) else {
+        return 0;
     };
     p.as_owner(|| {
         Spi::connect_mut(|client| {
-            // Fire first, from the state as it is; then purge what reached its deadline.
+            client
+                .update(&sql, None, &[w.into(), tstz(now()).into()])
+                .expect("late batch")
+                .first()
+                .get::<i64>(1)
+                .expect("versions")
+                .unwrap_or(0)
+        })
+    })
+}
+
+/// Moves the watermark as `change` says, fires what it makes due, writes the late batches due
+/// (before the purge, so that no window is purged with pending late rows), and purges. Returns
+/// what it fired and purged, the watermark in force, and the late versions of its batches.
+fn apply_locked(p: &Pipeline, change: Change<'_>) -> (Outcome, i64) {
+    let (current, new) =
+        as_catalog_owner(|| Spi::connect_mut(|client| move_watermark(client, p, change)));
+    let Some(new) = new else {
+        return ((0, 0, current), fire_batches(p, current));
+    };
+    let mut batched = 0;
+    let outcome = p.as_owner(|| {
+        Spi::connect_mut(|client| {
+            // Fire first, from the state as it is; then the late batches; then purge what
+            // reached its deadline.
             let fire = client
                 .update(
                     p.def.fire_statement().as_str(),
@@ -157,6 +184,15 @@ fn apply_locked(p: &Pipeline, change: Change<'_>) -> Outcome {
                 .first();
             let fired = fire.get::<i64>(1).expect("fired").unwrap_or(0);
             let purged_at_once = fire.get::<i64>(2).expect("purged").unwrap_or(0);
+            if let Some(sql) = p.def.late_batch_statement() {
+                batched = client
+                    .update(&sql, None, &[new.into(), tstz(now()).into()])
+                    .expect("late batch")
+                    .first()
+                    .get::<i64>(1)
+                    .expect("versions")
+                    .unwrap_or(0);
+            }
             let purged = purged_at_once
                 + client
                     .update(
@@ -171,7 +207,8 @@ fn apply_locked(p: &Pipeline, change: Change<'_>) -> Outcome {
                     .unwrap_or(0);
             (fired, purged, Some(new))
         })
-    })
+    });
+    (outcome, batched)
 }
 
 /// The catalog part of [`apply`]: locks the pipeline's catalog row, changes the source and, when
@@ -378,7 +415,7 @@ fn tick_candidates() -> Vec<String> {
             client
                 .select(
                     "SELECT name FROM _eventtime.pipeline p \
-                     WHERE (clock_lag IS NOT NULL OR idle_timeout IS NOT NULL) \
+                     WHERE (clock_lag IS NOT NULL OR idle_timeout IS NOT NULL OR p.definition ? 'late_firing_us') \
                        AND pg_has_role($1, _eventtime.owner_of(p.source, p.owner), 'USAGE') \
                      ORDER BY name",
                     None,
@@ -439,16 +476,44 @@ fn tick_one(name: &str) -> Option<Outcome> {
             (current, due)
         })
     });
-    if !due {
+    // A late batch that is due needs the lock too (see `core::sqlgen::batches`).
+    let batch_due = || {
+        let Some(sql) = p.def.late_batch_due_statement() else {
+            return false;
+        };
+        before.is_some()
+            && p.as_owner(|| {
+                Spi::get_one_with_args::<bool>(&sql, &[tstz(now).into()])
+                    .expect("late batch read")
+                    .unwrap_or(false)
+            })
+    };
+    if !due && !batch_due() {
         return None;
     }
     // The writers it must wait for are waited for at most TICK_WAIT: one idle in its transaction
     // makes the lock wait fail with 55P03, which `eventtime.tick()` reports as busy.
-    let (fired, purged, after) = locks::with_lock_timeout(locks::TICK_WAIT, || apply(&p, change));
-    if after == before {
+    let ((fired, purged, after), batched) =
+        locks::with_lock_timeout(locks::TICK_WAIT, || apply_with_batches(&p, change));
+    if after == before && batched == 0 {
         return None;
     }
     Some((fired, purged, after))
+}
+
+/// [`apply`], returning the late versions of the batches it wrote too.
+fn apply_with_batches(p: &Pipeline, change: Change<'_>) -> (Outcome, i64) {
+    let (outcome, batched) = apply_quietly(p, change);
+    announce::announce(
+        &p.def.name,
+        Versions {
+            main: outcome.0,
+            late: batched,
+            ..Versions::default()
+        },
+        outcome.2.map(|w| w.into_inner()),
+    );
+    (outcome, batched)
 }
 
 #[pg_schema]

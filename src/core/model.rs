@@ -110,6 +110,17 @@ pub struct PipelineDef {
     /// table `ids`). False for pipelines without such an index, and for those created before.
     #[serde(default)]
     pub id_index: bool,
+    /// Batched late firings (SPEC §3, `late_firing`): a fired window's late rows are kept as
+    /// pending rows of its state, one per writing backend and arrival watermark, and its next
+    /// version is written by the first advance or `tick()` at least this long (processing time,
+    /// in microseconds) after the first of them was written. None: one late version per ingest
+    /// statement, as for every pipeline created before.
+    #[serde(
+        rename = "late_firing_us",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub late_firing: Option<i64>,
 }
 
 impl PipelineDef {
@@ -175,6 +186,7 @@ pub(crate) fn sample() -> PipelineDef {
         state_slots: true,
         offsets: None,
         id_index: false,
+        late_firing: None,
         aggs: vec![
             ResolvedAgg {
                 spec: AggSpec {

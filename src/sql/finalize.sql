@@ -50,7 +50,10 @@ SELECT p.name,
        -- The source's unique index that is the pipeline's ledger of event ids (NULL: the
        -- pipeline keeps a ledger of its own, or has no event id).
        _eventtime.id_index_of(p.id)::regclass AS event_id_index,
-       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step
+       CASE WHEN p.window_kind = 'cumulate' THEN p.window_slide END AS cumulate_step,
+       -- Batched late firings: the least processing time between two late versions of a window
+       -- (NULL: one late version per ingest statement).
+       pg_catalog.make_interval(secs => (p.definition ->> 'late_firing_us')::bigint / 1000000.0) AS late_firing
 FROM _eventtime.pipeline p
 CROSS JOIN LATERAL _eventtime.pipeline_counts(p.id) c
 WHERE _eventtime.may_read((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user),
@@ -61,8 +64,8 @@ GRANT SELECT ON eventtime.pipelines TO PUBLIC;
 COMMENT ON VIEW eventtime.pipelines IS
   'One row per pipeline the current role may read (it has the privileges of the owner, or SELECT on one of the pipeline''s views): its definition, the watermark in force (NULL before the first advance), open windows, state rows, firings, refused rows and duplicates.';
 
-COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval) IS
-  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
+COMMENT ON FUNCTION eventtime.create_pipeline(text, regclass, text, interval, text[], text, interval, text, timestamptz, interval, interval, interval, interval, interval, text, interval, text, text, interval, interval) IS
+  'Creates an event-time pipeline on a source table, with tumbling, hopping (window_slide) or cumulate (cumulate_step) windows of a fixed duration or of calendar periods in a time zone, or sessions (session_gap), with late versions per statement or in batches (late_firing): triggers that route inserted rows, window state, and the views <name>_history, _latest, _sealed, _refused, _provisional and _current beside the source table.';
 COMMENT ON FUNCTION eventtime.drop_pipeline(text) IS
   'Drops a pipeline: its trigger, state, history, refused rows and views. The source table and its rows stay.';
 COMMENT ON FUNCTION eventtime.ingest(text, jsonb) IS

@@ -178,8 +178,7 @@ impl PipelineDef {
                       0 AS refused, CASE WHEN newest THEN {acc_v} END AS accepted_value, NULL::numeric AS refused_value, NULL::interval AS x\n\
                FROM v\n\
                UNION ALL\n\
-               SELECT {k}window_start, window_end, 0, 0, 0, NULL, NULL, watermark - window_end\n\
-               FROM v CROSS JOIN LATERAL pg_catalog.generate_series(1, v.added) WHERE kind = 'late'\n\
+               {late_samples}\n\
                UNION ALL\n\
                SELECT {ks}s.window_start, s.window_end, s.{n}, 0, 0, {acc_s}, NULL, NULL\n\
                FROM {state} s WHERE s.window_end > coalesce($3, '-infinity'){range_s}\n\
@@ -200,6 +199,11 @@ impl PipelineDef {
                     w.p50, w.p90, w.p99, w.worst\n\
              FROM w ORDER BY w.window_start{k_after}",
             versions = self.versions_added(&range("h")),
+            late_samples = self.late_samples(
+                &format!("{k}window_start, window_end, 0, 0, 0, NULL, NULL, "),
+                &range("a"),
+                "kind = 'late'",
+            ),
             state = self.table("state"),
             refused = self.table("refused"),
             acc_v = acc("v"),
@@ -234,15 +238,36 @@ impl PipelineDef {
         format!(
             "WITH /* pg_eventtime suggest_lateness */ v AS MATERIALIZED (\n{versions}\n),\n\
              x AS (\n\
-               SELECT v.watermark - v.window_end AS x FROM v CROSS JOIN LATERAL pg_catalog.generate_series(1, v.added)\n\
-               WHERE v.kind = 'late' AND ($2::timestamptz IS NULL OR v.fired_at >= $2)\n\
+               {late_samples}\n\
                UNION ALL\n\
                SELECT r.watermark - r.window_end FROM {refused} r WHERE $2::timestamptz IS NULL OR r.refused_at >= $2\n\
              )\n\
              SELECT percentile_disc($1) WITHIN GROUP (ORDER BY x.x) + interval '0.000001' FROM x",
             versions = self.versions_added(""),
+            late_samples = self.late_samples(
+                "",
+                " AND ($2::timestamptz IS NULL OR a.fired_at >= $2)",
+                "v.kind = 'late' AND ($2::timestamptz IS NULL OR v.fired_at >= $2)",
+            ),
             refused = self.table("refused"),
         )
+    }
+
+    /// One row per late row of the versions `v`, its columns `cols` (which name no alias)
+    /// followed by its arrival lateness, `watermark - window_end`, with `cond` on the versions.
+    /// With batched late firings, a version's watermark is its batch's: the rows come from the
+    /// table `arrivals` instead, each with the watermark it arrived under, with `cond_a` on it.
+    fn late_samples(&self, cols: &str, cond_a: &str, cond: &str) -> String {
+        if self.batches_late() {
+            format!(
+                "SELECT {cols}a.watermark - a.window_end AS x FROM {arrivals} a CROSS JOIN LATERAL pg_catalog.generate_series(1, a.{INTERNAL_PREFIX}n) WHERE true{cond_a}",
+                arrivals = self.table("arrivals"),
+            )
+        } else {
+            format!(
+                "SELECT {cols}v.watermark - v.window_end AS x FROM v CROSS JOIN LATERAL pg_catalog.generate_series(1, v.added) WHERE {cond}"
+            )
+        }
     }
 
     /// The versions committed since a cursor (see `api::corrections`): with `$1` and `$2` the

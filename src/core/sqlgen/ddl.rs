@@ -31,8 +31,15 @@ impl PipelineDef {
                     // `late_row_flag`); an open window's rows are one per writing backend
                     // (see `state_slots`).
                     format!(
-                        ", _et_late boolean NOT NULL DEFAULT false{}",
-                        if self.uses_slots() { ", _et_slot integer" } else { "" }
+                        ", _et_late boolean NOT NULL DEFAULT false{}{}",
+                        if self.uses_slots() { ", _et_slot integer" } else { "" },
+                        // A fired window's late rows waiting for their batch (see
+                        // `core::sqlgen::batches`).
+                        if self.batches_late() {
+                            ", _et_pending integer, _et_arrival timestamptz, _et_since timestamptz"
+                        } else {
+                            ""
+                        }
                     )
                 } else {
                     String::new()
@@ -55,6 +62,19 @@ impl PipelineDef {
                 "CREATE UNIQUE INDEX ON {} ({}window_start, {step_end}_et_slot) NULLS NOT DISTINCT WHERE _et_slot IS NOT NULL",
                 self.table("state"),
                 prefix(&keys),
+            ));
+        }
+        // A fired window's pending late rows, one per backend and arrival watermark, which its
+        // late statements upsert; and the order in which their batches come due.
+        if self.batches_late() {
+            out.push(format!(
+                "CREATE UNIQUE INDEX ON {} ({}window_start, {step_end}_et_pending, _et_arrival) NULLS NOT DISTINCT WHERE _et_pending IS NOT NULL",
+                self.table("state"),
+                prefix(&keys),
+            ));
+            out.push(format!(
+                "CREATE INDEX ON {} (_et_since) WHERE _et_pending IS NOT NULL",
+                self.table("state"),
             ));
         }
         out.extend([
@@ -111,6 +131,19 @@ impl PipelineDef {
                 self.table("folds")
             ),
         ]);
+        // With batched late firings: the rows each batch wrote, by arrival watermark, which the
+        // lateness account reads (a version's own watermark is the batch's).
+        if self.batches_late() {
+            out.push(format!(
+                "CREATE TABLE {} ({kd}window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, \
+                 watermark timestamptz NOT NULL, {INTERNAL_PREFIX}n bigint NOT NULL, fired_at timestamptz NOT NULL DEFAULT now())",
+                self.table("arrivals")
+            ));
+            out.push(format!(
+                "CREATE INDEX ON {} (window_start)",
+                self.table("arrivals")
+            ));
+        }
         if session {
             out.push(format!(
                 "CREATE INDEX ON {} ({INTERNAL_PREFIX}h)",
@@ -173,6 +206,9 @@ impl PipelineDef {
         ];
         if self.ledger().is_some() {
             guarded.push(("ids", "event-id ledger"));
+        }
+        if self.batches_late() {
+            guarded.push(("arrivals", "late arrivals"));
         }
         // The offsets are also updated, by the ingest statements only.
         if self.offsets.is_some() {
@@ -364,8 +400,9 @@ impl PipelineDef {
             format!(
                 "CREATE VIEW {} AS SELECT {kf}f.window_start, f.window_end, {finals}wm.w AS watermark\n\
                  FROM {watermark} CROSS JOIN LATERAL (SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined} FROM {state} s\n\
-                       WHERE s.window_end > coalesce(wm.w, '-infinity'){slot} GROUP BY {k}window_start, window_end) f",
+                       WHERE s.window_end > coalesce(wm.w, '-infinity'){slot} GROUP BY {k}window_start, window_end) f{pending}",
                 self.view("_provisional"),
+                pending = self.provisional_pending(&finals, &watermark),
                 kf = prefix(&self.key_names(Some("f"))),
                 n = format_args!("{INTERNAL_PREFIX}n"),
                 combined = self.combined(),
@@ -386,6 +423,37 @@ impl PipelineDef {
             self.read_only_trigger("_provisional"),
             self.read_only_trigger("_current"),
         ]
+    }
+
+    /// With batched late firings, the `UNION ALL` branch of `_provisional` for fired windows with
+    /// pending late rows: their next version's values, the latest version's state with the
+    /// pending rows added (see `core::sqlgen::batches`). Nothing otherwise.
+    fn provisional_pending(&self, finals: &str, watermark: &str) -> String {
+        if !self.batches_late() {
+            return String::new();
+        }
+        let k = prefix(&self.key_names(None));
+        format!(
+            "\nUNION ALL\n\
+             SELECT {kf}f.window_start, f.window_end, {finals}wm.w\n\
+             FROM {watermark} CROSS JOIN LATERAL (\n\
+               SELECT {kp}p.window_start, p.window_end{merged}\n\
+               FROM (SELECT {k}window_start, window_end, sum({n})::bigint AS {n}{combined} FROM {state} s\n\
+                     WHERE s._et_pending IS NOT NULL GROUP BY {k}window_start, window_end) p\n\
+               LEFT JOIN LATERAL (SELECT {state_h} FROM {history} h WHERE h.window_start = p.window_start{same_end}{same_key}\n\
+                                  ORDER BY h.version DESC LIMIT 1) h ON true\n\
+             ) f",
+            kf = prefix(&self.key_names(Some("f"))),
+            kp = prefix(&self.key_names(Some("p"))),
+            merged = self.merged_state("h", "p"),
+            n = format_args!("{INTERNAL_PREFIX}n"),
+            combined = self.combined(),
+            state = self.table("state"),
+            state_h = self.state_cols_of("h"),
+            history = self.table("history"),
+            same_end = self.same_end("h", "p"),
+            same_key = self.same_key("h", "p"),
+        )
     }
 
     /// The aggregates so far of one window of one key, as a `jsonb` object by alias, from its

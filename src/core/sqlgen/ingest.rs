@@ -387,27 +387,33 @@ impl PipelineDef {
             );
         }
         let n = format!("{INTERNAL_PREFIX}n");
-        let merged: Vec<String> = std::iter::once(format!("coalesce(m.{n}, 0) + u.{n}"))
-            .chain(self.aggs.iter().enumerate().flat_map(|(i, a)| {
-                let delta: Vec<String> = a
-                    .acc_columns(i)
-                    .into_iter()
-                    .map(|(c, _)| format!("u.{c}"))
-                    .collect();
-                a.merge_values(i, "m", &delta)
-            }))
-            .zip(self.state_cols())
-            .map(|(e, c)| format!(", {e} AS {c}"))
-            .collect();
         format!(
             "{head}\n{select}\n\
              FROM (SELECT {ku}u.window_start, u.window_end, u.version + (m.{n} IS NOT NULL)::integer AS version, {watermark} AS _et_w{merged}\n\
              FROM {rows}{lookup} WHERE {cond}) v",
             select = select("v", "v._et_w"),
             ku = prefix(&self.key_names(Some("u"))),
-            merged = merged.concat(),
+            merged = self.merged_state("m", "u"),
             lookup = self.main_lookup("u"),
         )
+    }
+
+    /// `, <expr> AS <column>` for each state column: the state of the row aliased `old` (all
+    /// NULL: none) with that of the row aliased `new` added.
+    pub(super) fn merged_state(&self, old: &str, new: &str) -> String {
+        let n = format!("{INTERNAL_PREFIX}n");
+        std::iter::once(format!("coalesce({old}.{n}, 0) + {new}.{n}"))
+            .chain(self.aggs.iter().enumerate().flat_map(|(i, a)| {
+                let delta: Vec<String> = a
+                    .acc_columns(i)
+                    .into_iter()
+                    .map(|(c, _)| format!("{new}.{c}"))
+                    .collect();
+                a.merge_values(i, old, &delta)
+            }))
+            .zip(self.state_cols())
+            .map(|(e, c)| format!(", {e} AS {c}"))
+            .collect()
     }
 
     /// `LEFT JOIN LATERAL (...) m ON true`: the state columns of the main firing (version 1,
@@ -641,9 +647,22 @@ impl PipelineDef {
             )
         };
         let appended = self.state_append(&rows(1));
-        let up = self.state_upsert(&rows(2), "s.*");
-        let late_versions =
-            self.late_version_insert("up u CROSS JOIN wm", "u.window_end <= wm.w", "wm.w");
+        // With batched late firings the late partials wait in pending rows, and no version is
+        // written now.
+        let (up, late_versions) = if self.batches_late() {
+            (
+                self.pending_append(&rows(2), "(SELECT w FROM wm)"),
+                "SELECT FROM up WHERE false".to_string(),
+            )
+        } else {
+            (
+                self.state_upsert(&rows(2), "s.*"),
+                format!(
+                    "{}\nRETURNING 1",
+                    self.late_version_insert("up u CROSS JOIN wm", "u.window_end <= wm.w", "wm.w")
+                ),
+            )
+        };
         // The counts come from the groups and the refused rows, not from another scan of the rows:
         // all rows of a group share its window, so its landing. Rows of several windows count once
         // per window.
@@ -651,7 +670,7 @@ impl PipelineDef {
             "refused AS (\n{refused}\n),\n\
              appended AS (\n{appended}\n),\n\
              up AS (\n{up}\n),\n\
-             late_versions AS (\n{late_versions}\nRETURNING 1\n),\n\
+             late_versions AS (\n{late_versions}\n),\n\
              counts AS MATERIALIZED (\n\
                SELECT coalesce(sum(_et_n) FILTER (WHERE _et_landing = 1), 0)::bigint AS accepted,\n\
                       coalesce(sum(_et_n) FILTER (WHERE _et_landing = 2), 0)::bigint AS late,\n\
@@ -769,7 +788,11 @@ impl PipelineDef {
             )
         };
         let appended = self.state_append(&rows(1));
-        let up = self.state_upsert(&rows(2), "s.ctid");
+        let up = if self.batches_late() {
+            self.pending_append(&rows(2), "(SELECT w FROM c)")
+        } else {
+            self.state_upsert(&rows(2), "s.ctid")
+        };
         sql += &format!(
             "appended AS (\n{appended}\n),\n\
              up AS (\n{up}\n)\n\

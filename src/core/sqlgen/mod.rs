@@ -19,6 +19,7 @@ use super::ident::{quote_ident, quote_literal};
 use super::model::SINGLE_SOURCE;
 pub use super::model::{Column, PipelineDef};
 
+mod batches;
 mod corrections;
 mod ddl;
 mod firing;
@@ -189,6 +190,12 @@ impl PipelineDef {
     /// ([`PipelineDef::state_slots`]).
     pub fn uses_slots(&self) -> bool {
         self.state_slots && self.uses_late_deltas()
+    }
+
+    /// Whether late rows of fired windows wait in pending state rows for a batch
+    /// ([`PipelineDef::late_firing`]): only with the layout of late rows and slots.
+    pub fn batches_late(&self) -> bool {
+        self.late_firing.is_some() && self.uses_slots() && self.flags_late_rows()
     }
 
     /// The predicate that marks a fired window's one state row of late rows, the predicate of
@@ -489,6 +496,9 @@ impl PipelineDef {
         }
         if self.offsets.is_some() {
             out.push("offsets");
+        }
+        if self.batches_late() {
+            out.push("arrivals");
         }
         out
     }
@@ -1047,6 +1057,13 @@ mod tests {
             ("hand over", d.hand_over("\"app owner\"")),
         ];
         sections.push(("fire", vec![d.fire_statement()]));
+        sections.push((
+            "late batches",
+            d.late_batch_statement()
+                .into_iter()
+                .chain(d.late_batch_due_statement())
+                .collect(),
+        ));
         sections.push(("purge", vec![d.purge_statement()]));
         sections.push(("drop", d.drop_objects(true)));
         let mut out = String::new();
@@ -1090,6 +1107,34 @@ mod tests {
     #[test]
     fn golden_sql_of_a_keyed_daily_pipeline_with_event_ids() {
         check_snapshot("tumbling_keyed_event_id", &def());
+    }
+
+    #[test]
+    fn golden_sql_of_a_keyed_daily_pipeline_with_batched_late_firings() {
+        let mut d = def();
+        d.late_firing = Some(60_000_000);
+        check_snapshot("tumbling_late_firing", &d);
+    }
+
+    #[test]
+    fn late_rows_wait_in_pending_rows_only_with_late_firing() {
+        let mut d = def();
+        assert!(d.late_batch_statement().is_none());
+        assert!(!d.ingest_statement().contains("_et_pending"));
+        d.late_firing = Some(60_000_000);
+        let ingest = d.ingest_statement();
+        // The late partials go to this backend's pending row; no late version is written.
+        assert!(
+            ingest.contains("_et_pending, _et_arrival) WHERE _et_pending IS NOT NULL DO UPDATE")
+        );
+        assert!(!ingest.contains("'late'"), "{ingest}");
+        assert!(!d.ingest_late_groups_statement().contains("'late'"));
+        let batch = d.late_batch_statement().unwrap();
+        assert!(batch.contains("interval '0:01:00.000000'"));
+        assert!(batch.contains("OR window_end <= $1::timestamptz - "));
+        // A pipeline of an earlier layout never batches.
+        d.late_row_flag = false;
+        assert!(d.late_batch_statement().is_none());
     }
 
     #[test]

@@ -169,6 +169,13 @@ impl PipelineDef {
     pub fn ingest_late_groups_statement(&self) -> String {
         let types = self.front_group_types();
         let wm = format!("${}::timestamptz", types.len() + 1);
+        if self.batches_late() {
+            return format!(
+                "WITH /* pg_eventtime ingest, groups of fired windows */ up AS (\n{}\n)\n\
+                 SELECT 0::bigint FROM (SELECT count(*) FROM up) u",
+                self.pending_append(&self.front_group_rows(), &wm)
+            );
+        }
         let up = self.state_upsert(&self.front_group_rows(), "s.*");
         let late_versions = self.late_version_insert("up u", &format!("u.window_end <= {wm}"), &wm);
         format!(
@@ -261,7 +268,6 @@ impl PipelineDef {
                n_accepted := 1;\n\
              ELSIF v_landing = 2 THEN\n\
                n_late := 1;\n\
-               n_versions := 1;\n\
                {late};\n\
              ELSE\n\
                n_refused := 1;\n\
@@ -270,7 +276,15 @@ impl PipelineDef {
             stmt = self.ingest_one_statement(),
             max_et = self.lag_event_time(&self.one_row_var(&self.event_time)),
             et = self.one_row_var(&self.event_time),
-            late = self.late_version_insert(&format!("{} u", self.table("state")), &format!("u.ctid = {FN_LABEL}.v_tid"), &format!("{FN_LABEL}.v_w")),
+            late = if self.batches_late() {
+                // The row waits in its pending row for the batch.
+                "NULL".to_string()
+            } else {
+                format!(
+                    "n_versions := 1;\n{}",
+                    self.late_version_insert(&format!("{} u", self.table("state")), &format!("u.ctid = {FN_LABEL}.v_tid"), &format!("{FN_LABEL}.v_w"))
+                )
+            },
             refused = self.refused_insert(
                 &format!("{kr}{eid}, r.{}, to_jsonb(r.*)", quote_ident(&self.event_time)),
                 (&format!("{FN_LABEL}.v_ws"), &format!("{FN_LABEL}.v_we")),
