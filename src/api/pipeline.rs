@@ -1380,13 +1380,6 @@ fn create_pipeline(
         .collect();
 
     let late_deltas = !window.is_session();
-    if late_firing_us.is_some() && window.is_session() {
-        EtError::NotSupported {
-            message: format!("pipeline \"{name}\": late_firing is not supported for session windows yet"),
-            hint: "A late row of a session can merge it with others, which writes versions of each at once; leave late_firing out for sessions (one version per statement), or use tumbling, hopping, calendar or cumulate windows.".into(),
-        }
-        .raise()
-    }
     let refused_doc_once = window.multi();
     let key_names_of_source: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
     // A unique index of the source covers its partitions, not the tables that inherit from it:

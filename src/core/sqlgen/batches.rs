@@ -46,6 +46,9 @@ impl PipelineDef {
     /// ([`Self::late_version_insert`]); their arrival watermarks and row counts go to the table
     /// `arrivals`, which the lateness account reads. Returns the number of versions written.
     pub fn late_batch_statement(&self) -> Option<String> {
+        if self.batches_sessions() {
+            return self.session_batch_statement();
+        }
         let interval = self.late_firing.filter(|_| self.batches_late())?;
         let k = prefix(&self.key_names(None));
         let ks = prefix(&self.key_names(Some("s")));
@@ -92,11 +95,51 @@ impl PipelineDef {
     /// Whether a batch is due at processing time `$1`, read without a lock (what `tick()` asks
     /// before it takes one): a pending row written at or before `$1 - late_firing`.
     pub fn late_batch_due_statement(&self) -> Option<String> {
-        let interval = self.late_firing.filter(|_| self.batches_late())?;
+        let interval = self
+            .late_firing
+            .filter(|_| self.batches_late() || self.batches_sessions())?;
+        let pending = if self.batches_sessions() {
+            ""
+        } else {
+            "s._et_pending IS NOT NULL AND "
+        };
         Some(format!(
-            "SELECT EXISTS (SELECT FROM {state} s WHERE s._et_pending IS NOT NULL AND s._et_since <= $1::timestamptz - {interval})",
+            "SELECT EXISTS (SELECT FROM {state} s WHERE {pending}s._et_since <= $1::timestamptz - {interval})",
             state = self.table("state"),
             interval = duration_literal(interval),
+        ))
+    }
+
+    /// [`Self::late_batch_statement`] of a session pipeline. A session's state row holds its
+    /// whole state, late rows included (`core::sqlgen::sessions`); one whose late rows wait is
+    /// marked by `_et_since`, when the first of them was written. Each session due (as for the
+    /// other kinds: `_et_since` at or before `$2 - late_firing`, or its deadline reached by `$1`)
+    /// moves to its next version, written to history as kind `late` under `$1`, and is no longer
+    /// marked.
+    fn session_batch_statement(&self) -> Option<String> {
+        let interval = self.late_firing?;
+        let ku = prefix(&self.key_names(Some("u")));
+        let k = prefix(&self.key_names(None));
+        Some(format!(
+            "WITH /* pg_eventtime late batch */ up AS (\n\
+               UPDATE {state} s SET version = s.version + 1, _et_since = NULL\n\
+               WHERE s._et_since IS NOT NULL AND (s._et_since <= $2::timestamptz - {interval} OR s.window_end <= $1::timestamptz - {late})\n\
+               RETURNING s.*\n\
+             ),\n\
+             versions AS (\n\
+               INSERT INTO {history} ({k}window_start, window_end, version, kind, merged_into, {aliases}watermark, {state_cols})\n\
+               SELECT {ku}u.window_start, u.window_end, u.version, 'late', NULL::tstzrange, {finals}$1::timestamptz, {state_u} FROM up u\n\
+               RETURNING 1\n\
+             )\n\
+             SELECT count(*) FROM versions",
+            state = self.table("state"),
+            history = self.table("history"),
+            interval = duration_literal(interval),
+            late = self.late(),
+            aliases = prefix(&self.alias_cols()),
+            state_cols = self.state_cols().join(", "),
+            finals = prefix(&self.finals("u")),
+            state_u = self.state_cols_of("u"),
         ))
     }
 }

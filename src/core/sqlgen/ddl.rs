@@ -25,7 +25,12 @@ impl PipelineDef {
                 self.acc_defs().iter().map(|d| format!(", {d}")).collect::<String>(),
                 // Sessions find the live sessions of a key by its hash.
                 if session {
-                    format!(", {INTERNAL_PREFIX}h integer GENERATED ALWAYS AS ({}) STORED", self.key_hash(None))
+                    format!(
+                        ", {INTERNAL_PREFIX}h integer GENERATED ALWAYS AS ({}) STORED{}",
+                        self.key_hash(None),
+                        // Since when a session's late rows wait for their batch.
+                        if self.batches_sessions() { ", _et_since timestamptz" } else { "" }
+                    )
                 } else if self.flags_late_rows() {
                     // Marks a fired window's row of late rows, never updated (see
                     // `late_row_flag`); an open window's rows are one per writing backend
@@ -149,6 +154,12 @@ impl PipelineDef {
                 "CREATE INDEX ON {} ({INTERNAL_PREFIX}h)",
                 self.table("state")
             ));
+            if self.batches_sessions() {
+                out.push(format!(
+                    "CREATE INDEX ON {} (_et_since) WHERE _et_since IS NOT NULL",
+                    self.table("state")
+                ));
+            }
             // The key locks of session writers (see `session_locks`): one row per bucket.
             out.push(format!(
                 "CREATE TABLE {} (bucket integer PRIMARY KEY)",
@@ -429,6 +440,16 @@ impl PipelineDef {
     /// pending late rows: their next version's values, the latest version's state with the
     /// pending rows added (see `core::sqlgen::batches`). Nothing otherwise.
     fn provisional_pending(&self, finals: &str, watermark: &str) -> String {
+        if self.batches_sessions() {
+            // A session's row holds its whole state, waiting rows included.
+            return format!(
+                "\nUNION ALL\n\
+                 SELECT {kf}f.window_start, f.window_end, {finals}wm.w\n\
+                 FROM {watermark} CROSS JOIN {state} f WHERE f._et_since IS NOT NULL",
+                kf = prefix(&self.key_names(Some("f"))),
+                state = self.table("state"),
+            );
+        }
         if !self.batches_late() {
             return String::new();
         }

@@ -198,6 +198,12 @@ impl PipelineDef {
         self.late_firing.is_some() && self.uses_slots() && self.flags_late_rows()
     }
 
+    /// Whether a session pipeline writes the late versions of its sessions in batches
+    /// ([`PipelineDef::late_firing`]): a session whose late rows wait is marked by `_et_since`.
+    pub fn batches_sessions(&self) -> bool {
+        self.late_firing.is_some() && self.window.is_session()
+    }
+
     /// The predicate that marks a fired window's one state row of late rows, the predicate of
     /// its unique index.
     pub(super) fn late_row_predicate(&self) -> &'static str {
@@ -1135,6 +1141,18 @@ mod tests {
         // A pipeline of an earlier layout never batches.
         d.late_row_flag = false;
         assert!(d.late_batch_statement().is_none());
+        // Sessions mark a waiting session in its own row, and write no version for it.
+        let mut s = def();
+        s.window = WindowSpec::Session { gap: 1_800_000_000 };
+        s.late_deltas = false;
+        assert!(s.late_batch_statement().is_none());
+        s.late_firing = Some(60_000_000);
+        let batch = s.late_batch_statement().unwrap();
+        assert!(batch.contains("SET version = s.version + 1, _et_since = NULL"));
+        assert!(s
+            .session_ingest_statement()
+            .contains("_et_since = r._et_since_new"));
+        assert!(s.create_tables()[0].contains("_et_since timestamptz"));
     }
 
     #[test]

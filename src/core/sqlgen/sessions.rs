@@ -155,21 +155,22 @@ impl PipelineDef {
              live AS MATERIALIZED (\n\
                SELECT l.* FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b\n\
                CROSS JOIN LATERAL (\n\
-                 SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s.{n}{accs_s}\n\
+                 SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version, {since_s} AS _et_since, s.{n}{accs_s}\n\
                  FROM {state} s WHERE s._et_h = b._et_h{key_match} OFFSET 0\n\
                ) l\n\
              ),\n",
             state = self.table("state"),
             accs_s = list("s.", &accs),
+            since_s = if self.batches_sessions() { "s._et_since" } else { "NULL::timestamptz" },
             key_match = self.same_key("b", "s"),
         );
         // Islands: a member starts a new one unless it starts before the greatest end of the
         // members before it (strict overlap).
         sql += &format!(
             "members AS (\n\
-               SELECT {k}_et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, {n}{accs_cast}, true AS _et_new FROM batch\n\
+               SELECT {k}_et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, NULL::timestamptz AS _et_since, {n}{accs_cast}, true AS _et_new FROM batch\n\
                UNION ALL\n\
-               SELECT {k}_et_h, ws, we, _et_tid, version, {n}{accs_plain}, false FROM live\n\
+               SELECT {k}_et_h, ws, we, _et_tid, version, _et_since, {n}{accs_plain}, false FROM live\n\
              ),\n\
              grouped AS MATERIALIZED (\n\
                SELECT g.*, sum(g._et_brk) OVER ({partition}ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl\n\
@@ -188,20 +189,42 @@ impl PipelineDef {
         // becomes. `joined`: one live session with the same bounds, which the rows join; its
         // version moves on when it had fired. Otherwise a new session, version 1 at once when
         // it is already due.
+        // With batched late firings a session's late rows wait for the batch (`_et_since` set,
+        // its version unchanged): rows that join a fired session, and a session of new rows that
+        // is already due. A statement whose rows merge sessions that had published versions
+        // writes them at once, with the new session's version 1, as without batches: an
+        // absorbed session leaves `_latest` only when the session that absorbs it is published.
+        let (version_case, write_case, since_case) = if self.batches_sessions() {
+            (
+                "CASE WHEN j.joined THEN i._et_live_version\n\
+                      WHEN i.we <= wm.w AND i._et_published THEN 1 ELSE 0 END",
+                "CASE WHEN j.joined THEN false ELSE coalesce(i.we <= wm.w AND i._et_published, false) END",
+                "CASE WHEN j.joined AND i._et_live_version > 0 THEN coalesce(i._et_since, pg_catalog.clock_timestamp())\n\
+                      WHEN j.joined THEN i._et_since\n\
+                      WHEN i.we <= wm.w AND NOT i._et_published THEN coalesce(i._et_since, pg_catalog.clock_timestamp()) END",
+            )
+        } else {
+            (
+                "CASE WHEN j.joined THEN CASE WHEN i._et_live_version > 0 THEN i._et_live_version + 1 ELSE 0 END\n\
+                      WHEN i.we <= wm.w THEN 1 ELSE 0 END",
+                "CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END",
+                "NULL::timestamptz",
+            )
+        };
         sql += &format!(
             "islands AS MATERIALIZED (\n\
                SELECT {k}_et_isl, min(_et_h) AS _et_h, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,\n\
                       min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,\n\
-                      max(version) AS _et_live_version,\n\
+                      max(version) AS _et_live_version, coalesce(bool_or(version > 0), false) AS _et_published, min(_et_since) AS _et_since,\n\
                       (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,\n\
                       sum({n})::bigint AS {n}{combined}\n\
                FROM grouped GROUP BY {k}_et_isl HAVING bool_or(_et_new)\n\
              ),\n\
              res AS MATERIALIZED (\n\
                SELECT i.*, j.joined,\n\
-                      CASE WHEN j.joined THEN CASE WHEN i._et_live_version > 0 THEN i._et_live_version + 1 ELSE 0 END\n\
-                           WHEN i.we <= wm.w THEN 1 ELSE 0 END AS version,\n\
-                      CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END AS _et_write\n\
+                      {version_case} AS version,\n\
+                      {write_case} AS _et_write,\n\
+                      {since_case} AS _et_since_new\n\
                FROM islands i CROSS JOIN wm\n\
                CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i._et_live_we AS joined) j\n\
              ),\n",
@@ -214,7 +237,13 @@ impl PipelineDef {
                 self.same_key(a, b)
             )
         };
-        let set_accs: String = accs.iter().map(|c| format!(", {c} = r.{c}")).collect();
+        let mut set_accs: String = accs.iter().map(|c| format!(", {c} = r.{c}")).collect();
+        let (since_col, since_val) = if self.batches_sessions() {
+            set_accs += ", _et_since = r._et_since_new";
+            (", _et_since", ", r._et_since_new")
+        } else {
+            ("", "")
+        };
         let history_cols = format!(
             "{k}window_start, window_end, version, kind, merged_into, {aliases}watermark, {state_cols}",
             aliases = prefix(&self.alias_cols()),
@@ -234,8 +263,8 @@ impl PipelineDef {
                  WHERE g._et_tid IS NOT NULL AND g._et_tid <> r._et_survivor))\n\
              ),\n\
              formed AS (\n\
-               INSERT INTO {state} ({k}window_start, window_end, version, {state_cols})\n\
-               SELECT {kr}r.ws, r.we, r.version, {state_r} FROM res r WHERE r._et_survivor IS NULL\n\
+               INSERT INTO {state} ({k}window_start, window_end, version, {state_cols}{since_col})\n\
+               SELECT {kr}r.ws, r.we, r.version, {state_r}{since_val} FROM res r WHERE r._et_survivor IS NULL\n\
              ),\n\
              versions AS (\n\
                INSERT INTO {history} ({history_cols})\n\

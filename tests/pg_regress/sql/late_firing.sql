@@ -146,8 +146,69 @@ SELECT count(*) AS latest_differ FROM (
 SELECT count(*) FILTER (WHERE kind = 'late') AS late_in_feed FROM eventtime.changes('lf_hour');
 SELECT count(*) AS pending FROM lf_hour_provisional WHERE window_end <= '2026-05-01 03:00+00';
 
+-- Sessions: rows that join a fired session, and a late session of new rows, wait for the batch;
+-- a statement that merges sessions that had published versions writes them at once. After the
+-- same rows and the deadlines, both pipelines publish the same sessions.
+CREATE TABLE lf_clicks (usr text, at timestamptz, ms int);
+CREATE TABLE lf_clicks_ref (LIKE lf_clicks);
+SELECT eventtime.create_pipeline(name => p, source => p::regclass, event_time => 'at', key => ARRAY['usr'],
+    session_gap => '30 minutes', allowed_lateness => '1 day', aggregates => 'count(*) AS n, sum(ms) AS ms',
+    late_firing => CASE WHEN p = 'lf_clicks' THEN interval '1 millisecond' END)
+FROM unnest(ARRAY['lf_clicks', 'lf_clicks_ref']) p;
+-- Per user: sessions [00:00, 00:50), [02:00, 02:35) and [04:00, 04:30) that fire; then rows that
+-- join the first (statements 1 and 2), a late session of new rows (06:00, statement 1) that
+-- statement 2 extends, and a bridge of the first two (statement 3), which merges fired sessions.
+CREATE TABLE lf_click_rows AS
+SELECT stmt, usr, timestamptz '2026-05-01 00:00+00' + m * interval '1 minute' AS at, stmt * 1000 + m AS ms
+FROM (VALUES (0, 0), (0, 10), (0, 20), (0, 120), (0, 125), (0, 240),
+             (1, 5), (1, 360), (2, 15), (2, 370), (2, 6), (3, 45), (3, 70), (3, 95), (4, 250)) v(stmt, m),
+     unnest(ARRAY['u1', 'u2', NULL]) usr;
+CREATE FUNCTION pg_temp.lf_clicks_load(s int) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO lf_clicks SELECT usr, at, ms FROM lf_click_rows WHERE stmt = s;
+  INSERT INTO lf_clicks_ref SELECT usr, at, ms FROM lf_click_rows WHERE stmt = s;
+$$;
+SELECT pg_temp.lf_clicks_load(0);
+SELECT p, (eventtime.advance_watermark(p, '2026-05-01 10:00+00')).windows_fired FROM unnest(ARRAY['lf_clicks', 'lf_clicks_ref']) p;
+SELECT pg_temp.lf_clicks_load(s) FROM generate_series(1, 2) s;
+-- Rows that joined fired sessions, and the late session, wait: no version yet.
+SELECT (SELECT count(*) FROM lf_clicks_ref_history WHERE kind <> 'main') AS ref_versions,
+       (SELECT count(*) FROM lf_clicks_history WHERE kind <> 'main') AS batched_versions;
+SELECT count(*) AS pending, count(*) FILTER (WHERE (usr, window_start, window_end, n, ms) IS DISTINCT FROM
+         (SELECT (r.usr, r.window_start, r.window_end, r.n, r.ms) FROM lf_clicks_ref_latest r
+          WHERE r.usr IS NOT DISTINCT FROM p.usr AND r.window_start = p.window_start AND r.window_end = p.window_end)) AS differ
+FROM lf_clicks_provisional p;
+SELECT pg_temp.lf_clicks_load(s) FROM generate_series(3, 4) s;
+SELECT (SELECT count(*) FROM lf_clicks_ref_history WHERE kind <> 'main') AS ref_versions,
+       (SELECT count(*) FROM lf_clicks_history WHERE kind <> 'main') AS batched_versions_before_the_batch;
+SELECT count(*) AS provisional_differ FROM (
+  (SELECT usr, window_start, window_end, n, ms FROM lf_clicks_provisional
+   EXCEPT ALL SELECT usr, window_start, window_end, n, ms FROM lf_clicks_ref_latest)) d;
+SELECT usr, window_start, window_end, n, ms FROM lf_clicks_provisional ORDER BY usr, window_start;
+SELECT pg_sleep(0.01);
+SELECT pipeline, windows_fired FROM eventtime.tick() WHERE pipeline LIKE 'lf\_clicks%' ORDER BY pipeline;
+SELECT count(*) AS latest_differ FROM (
+  (SELECT usr, window_start, window_end, n, ms FROM lf_clicks_latest
+   EXCEPT ALL SELECT usr, window_start, window_end, n, ms FROM lf_clicks_ref_latest)
+  UNION ALL
+  (SELECT usr, window_start, window_end, n, ms FROM lf_clicks_ref_latest
+   EXCEPT ALL SELECT usr, window_start, window_end, n, ms FROM lf_clicks_latest)) d;
+SELECT kind, count(*) FROM lf_clicks_history GROUP BY kind ORDER BY kind;
+SELECT kind, count(*) FROM lf_clicks_ref_history GROUP BY kind ORDER BY kind;
+SELECT count(*) AS gaps FROM (
+  SELECT version, row_number() OVER (PARTITION BY usr, window_start, window_end ORDER BY version) AS rn FROM lf_clicks_history) v
+WHERE version <> rn;
+-- The latest sessions are the gaps and islands of the rows.
+SELECT count(*) AS differ FROM (
+  (SELECT usr, window_start, window_end, n, ms FROM lf_clicks_latest
+   EXCEPT ALL
+   SELECT usr, min(at), max(at) + interval '30 minutes', count(*), sum(ms)
+   FROM (SELECT usr, at, ms, sum(brk) OVER (PARTITION BY usr ORDER BY at ROWS UNBOUNDED PRECEDING) AS isl
+         FROM (SELECT usr, at, ms, CASE WHEN at < max(at) OVER (PARTITION BY usr ORDER BY at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) + interval '30 minutes' THEN 0 ELSE 1 END AS brk
+               FROM lf_click_rows) b) g
+   GROUP BY usr, isl)) d;
+SELECT eventtime.drop_pipeline(p) FROM unnest(ARRAY['lf_clicks', 'lf_clicks_ref']) p;
+
 -- What late_firing refuses.
-SELECT pg_temp.try($$SELECT eventtime.create_pipeline('lf_bad', 'lf_ref', 'at', session_gap => '1 hour', late_firing => '1 minute')$$);
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline('lf_bad', 'lf_ref', 'at', window_size => '1 hour', late_firing => '0')$$);
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline('lf_bad', 'lf_ref', 'at', window_size => '1 hour', late_firing => '1 month')$$);
 
