@@ -12,6 +12,8 @@ mod crash;
 mod dump_restore;
 #[path = "cases/interleaving.rs"]
 mod interleaving;
+#[path = "cases/late_batches.rs"]
+mod late_batches;
 #[path = "cases/offsets.rs"]
 mod offsets;
 #[path = "cases/operations.rs"]
