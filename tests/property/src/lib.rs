@@ -13,6 +13,13 @@
 //! for tumbling, hopping and hopping calendar windows, and for session windows as far as SPEC §7
 //! lets it hold (see `backfill`).
 //!
+//! `batched` checks another metamorphic property: a pipeline with batched late firings
+//! (`late_firing`) publishes, once every batch is due, what the same pipeline publishes with a
+//! late version per statement, and one whose batches wait for their deadline does so for every
+//! window past it; for tumbling, hopping and cumulate windows (see `batched`), and for session
+//! windows, where a statement that merges sessions that had published versions writes them at
+//! once and the other late rows wait (see `batched_sessions`).
+//!
 //! `sessions` drives session pipelines against `session_model`, an independent model of SPEC §7's
 //! session windows: islands of strict overlap, merges of fired sessions, `merged` versions.
 //! `state_bound` checks SPEC §6's bound on state: concurrent writers of single-row statements
@@ -22,6 +29,8 @@
 
 pub mod account;
 pub mod backfill;
+pub mod batched;
+pub mod batched_sessions;
 pub mod config;
 pub mod db;
 pub mod model;

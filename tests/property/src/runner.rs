@@ -437,7 +437,7 @@ pub fn truncate(sql: &str) -> String {
 
 /// The integer after `"key":` in a notification payload (the counts of `versions` are the only
 /// integer fields with these names).
-fn payload_count(payload: &str, key: &str) -> Option<i64> {
+pub(crate) fn payload_count(payload: &str, key: &str) -> Option<i64> {
     let at = payload.find(&format!("\"{key}\":"))? + key.len() + 3;
     let digits: String = payload[at..]
         .trim_start()

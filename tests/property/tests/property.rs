@@ -2,7 +2,8 @@
 //! they run in parallel.
 
 use eventtime_property::{
-    backfill, config, db, scenario, seed, sessions, state_bound, worked_example,
+    backfill, batched, batched_sessions, config, db, scenario, seed, sessions, state_bound,
+    worked_example,
 };
 
 #[test]
@@ -43,6 +44,26 @@ fn backfill_equals_live_calendar_hopping() {
 #[test]
 fn backfill_equals_live_sessions() {
     backfill::run(&backfill::sessions(), seed());
+}
+
+#[test]
+fn batched_late_firings_equal_per_statement() {
+    batched::run(&batched::tumbling(), seed());
+}
+
+#[test]
+fn batched_late_firings_equal_per_statement_hopping() {
+    batched::run(&batched::hopping(), seed());
+}
+
+#[test]
+fn batched_late_firings_equal_per_statement_cumulate() {
+    batched::run(&batched::cumulate(), seed());
+}
+
+#[test]
+fn batched_sessions_equal_per_statement() {
+    batched_sessions::run(&batched_sessions::half_hour_gap(), seed());
 }
 
 #[test]
