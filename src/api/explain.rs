@@ -361,7 +361,14 @@ fn session_story(
                 "a row at this time is {how} and would join session {} of this key, which {}{ghosts}; {at}",
                 span(*s, *e),
                 if *v > 0 {
-                    format!("fired: it writes version {}", v + 1)
+                    match def.late_firing {
+                        Some(every) => format!(
+                            "fired: it waits with the session's late rows for their batch, which writes version {} (late_firing {} s: the first eventtime.tick() or advance that long after the first of them, or one that reaches the deadline)",
+                            v + 1,
+                            every as f64 / 1e6
+                        ),
+                        None => format!("fired: it writes version {}", v + 1),
+                    }
                 } else {
                     format!("fires when the pipeline watermark reaches {}", tstz(*e))
                 }

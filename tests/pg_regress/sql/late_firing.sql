@@ -177,6 +177,8 @@ SELECT count(*) AS pending, count(*) FILTER (WHERE (usr, window_start, window_en
          (SELECT (r.usr, r.window_start, r.window_end, r.n, r.ms) FROM lf_clicks_ref_latest r
           WHERE r.usr IS NOT DISTINCT FROM p.usr AND r.window_start = p.window_start AND r.window_end = p.window_end)) AS differ
 FROM lf_clicks_provisional p;
+SELECT explanation LIKE '%join session [2026-05-01 00:00:00+00, 2026-05-01 00:50:00+00) of this key, which fired: it waits with the session''s late rows for their batch, which writes version 2 %' AS explained
+FROM eventtime.explain('lf_clicks', '2026-05-01 00:07+00', 'u1');
 SELECT pg_temp.lf_clicks_load(s) FROM generate_series(3, 4) s;
 SELECT (SELECT count(*) FROM lf_clicks_ref_history WHERE kind <> 'main') AS ref_versions,
        (SELECT count(*) FROM lf_clicks_history WHERE kind <> 'main') AS batched_versions_before_the_batch;
