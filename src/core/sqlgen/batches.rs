@@ -18,23 +18,15 @@ impl PipelineDef {
     /// write of a pending row records when (`clock_timestamp()`, which is after the commit of any
     /// batch the statement's transaction could not see). Returns the upserted rows' `ctid`s.
     pub(super) fn pending_append(&self, rows: &str, watermark: &str) -> String {
-        let k = prefix(&self.key_names(None));
-        let n = format!("{INTERNAL_PREFIX}n");
+        let own = [
+            ("_et_pending", format!("{INTERNAL_SCHEMA}.backend_slot()")),
+            ("_et_arrival", watermark.to_string()),
+            ("_et_since", "pg_catalog.clock_timestamp()".to_string()),
+        ];
+        // `_et_since` is not part of the row's identity: the first write's stays.
         format!(
-            "INSERT INTO {state} AS s ({k}window_start, window_end, {n}{acc_list}, _et_pending, _et_arrival, _et_since)\n\
-             SELECT *, {INTERNAL_SCHEMA}.backend_slot(), {watermark}, pg_catalog.clock_timestamp() FROM ({checked}) c\n\
-             ON CONFLICT ({k}window_start, {step_end}_et_pending, _et_arrival) WHERE _et_pending IS NOT NULL DO UPDATE SET\n\
-               {n} = s.{n} + excluded.{n}{merges}\n\
-             RETURNING s.ctid",
-            state = self.table("state"),
-            acc_list = self.acc_cols().iter().map(|c| format!(", {c}")).collect::<String>(),
-            checked = self.checked_state_rows(rows),
-            step_end = self.step_end(),
-            merges = self
-                .checked_merges()
-                .iter()
-                .map(|m| format!(", {m}"))
-                .collect::<String>(),
+            "{}\nRETURNING s.ctid",
+            self.backend_row_upsert(rows, &own, 2)
         )
     }
 

@@ -312,15 +312,40 @@ impl PipelineDef {
                 state = self.table("state"),
             );
         }
+        self.backend_row_upsert(
+            rows,
+            &[("_et_slot", format!("{INTERNAL_SCHEMA}.backend_slot()"))],
+            1,
+        )
+    }
+
+    /// The upsert of `rows` (as for [`Self::state_append`]) into rows of the state that only
+    /// this backend writes: each row's `own` columns (column, value) are appended to it, and the
+    /// row is found by the unique index on key, window and the first `identity` of the `own`
+    /// columns, whose predicate is that the first is not NULL. Its partials are added, with the
+    /// sums checked; the other `own` columns keep their first values.
+    pub(super) fn backend_row_upsert(
+        &self,
+        rows: &str,
+        own: &[(&str, String)],
+        identity: usize,
+    ) -> String {
+        let k = prefix(&self.key_names(None));
         let n = format!("{INTERNAL_PREFIX}n");
+        let acc_list: String = self.acc_cols().iter().map(|c| format!(", {c}")).collect();
+        let own_cols: String = own.iter().map(|(c, _)| format!(", {c}")).collect();
+        let own_vals: String = own.iter().map(|(_, v)| format!(", {v}")).collect();
+        let target: Vec<&str> = own[..identity].iter().map(|(c, _)| *c).collect();
         format!(
-            "INSERT INTO {state} AS s ({k}window_start, window_end, {n}{acc_list}, _et_slot)\n\
-             SELECT *, {INTERNAL_SCHEMA}.backend_slot() FROM ({checked}) c\n\
-             ON CONFLICT ({k}window_start, {step_end}_et_slot) WHERE _et_slot IS NOT NULL DO UPDATE SET\n\
+            "INSERT INTO {state} AS s ({k}window_start, window_end, {n}{acc_list}{own_cols})\n\
+             SELECT *{own_vals} FROM ({checked}) c\n\
+             ON CONFLICT ({k}window_start, {step_end}{target}) WHERE {marker} IS NOT NULL DO UPDATE SET\n\
                {n} = s.{n} + excluded.{n}{merges}",
             state = self.table("state"),
             checked = self.checked_state_rows(rows),
             step_end = self.step_end(),
+            target = target.join(", "),
+            marker = own[0].0,
             merges = self
                 .checked_merges()
                 .iter()

@@ -56,7 +56,57 @@ use crate::values::{
 };
 use crate::windows::WindowSpec;
 
-const COLUMNS: [&str; 6] = ["id", "k", "r", "amount", "qty", "at"];
+pub(crate) const COLUMNS: [&str; 6] = ["id", "k", "r", "amount", "qty", "at"];
+
+/// Sends `rows` (of [`COLUMNS`]) in one statement, drawn by `rng`: a multi-row `INSERT` below
+/// `insert_below` of 100, a `COPY` below `copy_below`, otherwise `eventtime.ingest` naming any
+/// of the [`FEEDS`] (each object leaving out its NULLs or not), whose one row is checked.
+pub(crate) fn send(
+    d: &mut Driver,
+    rng: &mut ChaCha8Rng,
+    rows: &[Vec<Val>],
+    (insert_below, copy_below): (u32, u32),
+) {
+    let n = rows.len();
+    let columns = COLUMNS.join(", ");
+    let draw = rng.random_range(0..100);
+    if draw < insert_below {
+        d.action = format!("INSERT of {n} rows");
+        d.exec(&db::insert_sql("ev", &columns, rows));
+    } else if draw < copy_below {
+        d.action = format!("COPY of {n} rows");
+        if let Err(e) = db::copy_rows(&mut d.db, "ev", &columns, rows) {
+            panic!("{}: COPY failed: {}", d.ctx(), db::describe(&e));
+        }
+    } else {
+        let feed = FEEDS[rng.random_range(0..FEEDS.len())];
+        d.action = format!("eventtime.ingest of {n} rows naming {}", feed.name());
+        let objects: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let omit_nulls = rng.random_bool(0.5);
+                let fields: Vec<String> = COLUMNS
+                    .iter()
+                    .zip(r)
+                    .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
+                    .map(|(c, v)| format!("\"{c}\": {}", v.json()))
+                    .collect();
+                format!("{{{}}}", fields.join(", "))
+            })
+            .collect();
+        let got = d.rows(&format!(
+            "SELECT count(*)::text FROM eventtime.ingest({}, {}::jsonb)",
+            quote_literal(feed.name()),
+            quote_literal(&format!("[{}]", objects.join(", ")))
+        ));
+        assert_eq!(
+            got,
+            vec![vec![Some("1".to_string())]],
+            "{}: eventtime.ingest returns one row",
+            d.ctx()
+        );
+    }
+}
 const K_VALUES: [&str; 2] = ["a", "b"];
 const AGGREGATES: &str = "count(*) AS n, sum(amount) AS total, min(amount) AS lo, \
      max(amount) AS hi, avg(amount) AS mean, count(amount) AS priced, sum(qty) AS q, \
@@ -337,47 +387,7 @@ impl Run<'_> {
             rows.push(row);
         }
         self.sent.extend(rows.iter().cloned());
-        let columns = COLUMNS.join(", ");
-        match self.rng.random_range(0..100) {
-            0..50 => {
-                self.d.action = format!("INSERT of {n} rows");
-                self.d.exec(&db::insert_sql("ev", &columns, &rows));
-            }
-            50..80 => {
-                self.d.action = format!("COPY of {n} rows");
-                if let Err(e) = db::copy_rows(&mut self.d.db, "ev", &columns, &rows) {
-                    panic!("{}: COPY failed: {}", self.d.ctx(), db::describe(&e));
-                }
-            }
-            _ => {
-                let feed = FEEDS[self.rng.random_range(0..FEEDS.len())];
-                self.d.action = format!("eventtime.ingest of {n} rows naming {}", feed.name());
-                let objects: Vec<String> = rows
-                    .iter()
-                    .map(|r| {
-                        let omit_nulls = self.rng.random_bool(0.5);
-                        let fields: Vec<String> = COLUMNS
-                            .iter()
-                            .zip(r)
-                            .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
-                            .map(|(c, v)| format!("\"{c}\": {}", v.json()))
-                            .collect();
-                        format!("{{{}}}", fields.join(", "))
-                    })
-                    .collect();
-                let got = self.d.rows(&format!(
-                    "SELECT count(*)::text FROM eventtime.ingest({}, {}::jsonb)",
-                    quote_literal(feed.name()),
-                    quote_literal(&format!("[{}]", objects.join(", ")))
-                ));
-                assert_eq!(
-                    got,
-                    vec![vec![Some("1".to_string())]],
-                    "{}: eventtime.ingest returns one row",
-                    self.d.ctx()
-                );
-            }
-        }
+        send(&mut self.d, &mut self.rng, &rows, (50, 80));
         self.d.action += &format!(" under watermark {}", self.watermark_text());
         self.stats.statements += 1;
         self.stats.rows += n;

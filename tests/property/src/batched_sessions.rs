@@ -62,14 +62,13 @@ use postgres::fallible_iterator::FallibleIterator;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::batched::{same, Feed, FEEDS};
+use crate::batched::{same, send, Feed, FEEDS};
 use crate::db::{self, Row};
 use crate::runner::{payload_count, rng, Driver};
 use crate::values::{
     decimal, quote_literal, ts_key, ts_text, utc, Val, HOUR, INFINITY, MINUTE, SECOND,
 };
 
-const COLUMNS: [&str; 6] = ["id", "k", "r", "amount", "qty", "at"];
 const K_VALUES: [&str; 2] = ["a", "b"];
 const AGGREGATES: &str = "count(*) AS n, sum(amount) AS total, min(amount) AS lo, \
      max(amount) AS hi, avg(amount) AS mean, count(amount) AS priced, sum(qty) AS q, \
@@ -515,47 +514,7 @@ impl Run<'_> {
             rows.push(row);
         }
         self.sent.extend(rows.iter().cloned());
-        let columns = COLUMNS.join(", ");
-        match self.rng.random_range(0..100) {
-            0..45 => {
-                self.d.action = format!("INSERT of {n} rows");
-                self.d.exec(&db::insert_sql("ev", &columns, &rows));
-            }
-            45..70 => {
-                self.d.action = format!("COPY of {n} rows");
-                if let Err(e) = db::copy_rows(&mut self.d.db, "ev", &columns, &rows) {
-                    panic!("{}: COPY failed: {}", self.d.ctx(), db::describe(&e));
-                }
-            }
-            _ => {
-                let feed = FEEDS[self.rng.random_range(0..FEEDS.len())];
-                self.d.action = format!("eventtime.ingest of {n} rows naming {}", feed.name());
-                let objects: Vec<String> = rows
-                    .iter()
-                    .map(|r| {
-                        let omit_nulls = self.rng.random_bool(0.5);
-                        let fields: Vec<String> = COLUMNS
-                            .iter()
-                            .zip(r)
-                            .filter(|(_, v)| !(omit_nulls && **v == Val::Null))
-                            .map(|(c, v)| format!("\"{c}\": {}", v.json()))
-                            .collect();
-                        format!("{{{}}}", fields.join(", "))
-                    })
-                    .collect();
-                let got = self.d.rows(&format!(
-                    "SELECT count(*)::text FROM eventtime.ingest({}, {}::jsonb)",
-                    quote_literal(feed.name()),
-                    quote_literal(&format!("[{}]", objects.join(", ")))
-                ));
-                assert_eq!(
-                    got,
-                    vec![vec![Some("1".to_string())]],
-                    "{}: eventtime.ingest returns one row",
-                    self.d.ctx()
-                );
-            }
-        }
+        send(&mut self.d, &mut self.rng, &rows, (45, 70));
         self.d.action += &format!(" under watermark {}", self.watermark_text());
         self.stats.statements += 1;
         self.stats.rows += n;
