@@ -144,20 +144,22 @@ fn apply_quietly(p: &Pipeline, change: Change<'_>) -> (Outcome, i64) {
 /// `core::sqlgen::batches`), as the pipeline's owner, the state's lock held; returns how many.
 /// Nothing for a pipeline without batched late firings, or before its first advance.
 fn fire_batches(p: &Pipeline, w: Option<TimestampWithTimeZone>) -> i64 {
-    let (Some(sql), Some(w)) = (p.def.late_batch_statement(), w) else {
+    let Some(w) = w else { return 0 };
+    p.as_owner(|| Spi::connect_mut(|client| write_batches(client, p, w)))
+}
+
+/// The statement of [`fire_batches`], run by `client` as the pipeline's owner.
+fn write_batches(client: &mut SpiClient<'_>, p: &Pipeline, w: TimestampWithTimeZone) -> i64 {
+    let Some(sql) = p.def.late_batch_statement() else {
         return 0;
     };
-    p.as_owner(|| {
-        Spi::connect_mut(|client| {
-            client
-                .update(&sql, None, &[w.into(), tstz(now()).into()])
-                .expect("late batch")
-                .first()
-                .get::<i64>(1)
-                .expect("versions")
-                .unwrap_or(0)
-        })
-    })
+    client
+        .update(&sql, None, &[w.into(), tstz(now()).into()])
+        .expect("late batch")
+        .first()
+        .get::<i64>(1)
+        .expect("versions")
+        .unwrap_or(0)
 }
 
 /// Moves the watermark as `change` says, fires what it makes due, writes the late batches due
@@ -184,15 +186,7 @@ fn apply_locked(p: &Pipeline, change: Change<'_>) -> (Outcome, i64) {
                 .first();
             let fired = fire.get::<i64>(1).expect("fired").unwrap_or(0);
             let purged_at_once = fire.get::<i64>(2).expect("purged").unwrap_or(0);
-            if let Some(sql) = p.def.late_batch_statement() {
-                batched = client
-                    .update(&sql, None, &[new.into(), tstz(now()).into()])
-                    .expect("late batch")
-                    .first()
-                    .get::<i64>(1)
-                    .expect("versions")
-                    .unwrap_or(0);
-            }
+            batched = write_batches(client, p, new);
             let purged = purged_at_once
                 + client
                     .update(

@@ -97,14 +97,14 @@ RETURNING 1
 live AS MATERIALIZED (
 SELECT l.* FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b
 CROSS JOIN LATERAL (
-SELECT s.ctid AS _et_tid, s."store", s._et_h, s.window_start AS ws, s.window_end AS we, s.version, NULL::timestamptz AS _et_since, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
+SELECT s.ctid AS _et_tid, s."store", s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
 FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND pg_catalog.record_eq(ROW(b."store"), ROW(s."store")) OFFSET 0
 ) l
 ),
 members AS (
-SELECT "store", _et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, NULL::timestamptz AS _et_since, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch
+SELECT "store", _et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch
 UNION ALL
-SELECT "store", _et_h, ws, we, _et_tid, version, _et_since, _et_n, "_et_a0", "_et_a1", "_et_a1_n", false FROM live
+SELECT "store", _et_h, ws, we, _et_tid, version, _et_n, "_et_a0", "_et_a1", "_et_a1_n", false FROM live
 ),
 grouped AS MATERIALIZED (
 SELECT g.*, sum(g._et_brk) OVER (PARTITION BY "store" ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl
@@ -114,7 +114,7 @@ FROM members m) g
 islands AS MATERIALIZED (
 SELECT "store", _et_isl, min(_et_h) AS _et_h, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,
 min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,
-max(version) AS _et_live_version, coalesce(bool_or(version > 0), false) AS _et_published, min(_et_since) AS _et_since,
+max(version) AS _et_live_version,
 (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,
 sum(_et_n)::bigint AS _et_n, sum("_et_a0")::bigint AS "_et_a0", sum("_et_a1")::numeric AS "_et_a1", sum("_et_a1_n")::bigint AS "_et_a1_n"
 FROM grouped GROUP BY "store", _et_isl HAVING bool_or(_et_new)
@@ -123,8 +123,7 @@ res AS MATERIALIZED (
 SELECT i.*, j.joined,
 CASE WHEN j.joined THEN CASE WHEN i._et_live_version > 0 THEN i._et_live_version + 1 ELSE 0 END
 WHEN i.we <= wm.w THEN 1 ELSE 0 END AS version,
-CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END AS _et_write,
-NULL::timestamptz AS _et_since_new
+CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END AS _et_write
 FROM islands i CROSS JOIN wm
 CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i._et_live_we AS joined) j
 ),

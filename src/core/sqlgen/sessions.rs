@@ -95,6 +95,7 @@ impl PipelineDef {
 
     /// [`Self::session_ingest_statement`] over the statement's rows `rows`.
     pub(super) fn session_ingest_statement_from(&self, rows: Rows) -> String {
+        let batched = self.batches_sessions();
         let k = prefix(&self.key_names(None));
         let kc = prefix(&self.key_names(Some("c")));
         let kg = prefix(&self.key_names(Some("g")));
@@ -155,22 +156,22 @@ impl PipelineDef {
              live AS MATERIALIZED (\n\
                SELECT l.* FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b\n\
                CROSS JOIN LATERAL (\n\
-                 SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version, {since_s} AS _et_since, s.{n}{accs_s}\n\
+                 SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version{since_s}, s.{n}{accs_s}\n\
                  FROM {state} s WHERE s._et_h = b._et_h{key_match} OFFSET 0\n\
                ) l\n\
              ),\n",
             state = self.table("state"),
             accs_s = list("s.", &accs),
-            since_s = if self.batches_sessions() { "s._et_since" } else { "NULL::timestamptz" },
+            since_s = if batched { ", s._et_since" } else { "" },
             key_match = self.same_key("b", "s"),
         );
         // Islands: a member starts a new one unless it starts before the greatest end of the
         // members before it (strict overlap).
         sql += &format!(
             "members AS (\n\
-               SELECT {k}_et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, NULL::timestamptz AS _et_since, {n}{accs_cast}, true AS _et_new FROM batch\n\
+               SELECT {k}_et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version{since_null}, {n}{accs_cast}, true AS _et_new FROM batch\n\
                UNION ALL\n\
-               SELECT {k}_et_h, ws, we, _et_tid, version, _et_since, {n}{accs_plain}, false FROM live\n\
+               SELECT {k}_et_h, ws, we, _et_tid, version{since_live}, {n}{accs_plain}, false FROM live\n\
              ),\n\
              grouped AS MATERIALIZED (\n\
                SELECT g.*, sum(g._et_brk) OVER ({partition}ORDER BY g.ws, g.we ROWS UNBOUNDED PRECEDING) AS _et_isl\n\
@@ -183,6 +184,8 @@ impl PipelineDef {
                 .map(|(c, t)| format!(", {c}::{t} AS {c}"))
                 .collect::<String>(),
             accs_plain = list("", &accs),
+            since_null = if batched { ", NULL::timestamptz AS _et_since" } else { "" },
+            since_live = if batched { ", _et_since" } else { "" },
         );
         let combined = self.combined();
         // Each island with a row of the statement: its bounds, its live sessions, and what it
@@ -194,28 +197,34 @@ impl PipelineDef {
         // is already due. A statement whose rows merge sessions that had published versions
         // writes them at once, with the new session's version 1, as without batches: an
         // absorbed session leaves `_latest` only when the session that absorbs it is published.
-        let (version_case, write_case, since_case) = if self.batches_sessions() {
+        let island_batch = if batched {
+            ", coalesce(bool_or(version > 0), false) AS _et_published, min(_et_since) AS _et_since"
+        } else {
+            ""
+        };
+        let (version_case, write_case, since_case) = if batched {
             (
                 "CASE WHEN j.joined THEN i._et_live_version\n\
                       WHEN i.we <= wm.w AND i._et_published THEN 1 ELSE 0 END",
                 "CASE WHEN j.joined THEN false ELSE coalesce(i.we <= wm.w AND i._et_published, false) END",
-                "CASE WHEN j.joined AND i._et_live_version > 0 THEN coalesce(i._et_since, pg_catalog.clock_timestamp())\n\
+                ",\n\
+                 CASE WHEN j.joined AND i._et_live_version > 0 THEN coalesce(i._et_since, pg_catalog.clock_timestamp())\n\
                       WHEN j.joined THEN i._et_since\n\
-                      WHEN i.we <= wm.w AND NOT i._et_published THEN coalesce(i._et_since, pg_catalog.clock_timestamp()) END",
+                      WHEN i.we <= wm.w AND NOT i._et_published THEN coalesce(i._et_since, pg_catalog.clock_timestamp()) END AS _et_since_new",
             )
         } else {
             (
                 "CASE WHEN j.joined THEN CASE WHEN i._et_live_version > 0 THEN i._et_live_version + 1 ELSE 0 END\n\
                       WHEN i.we <= wm.w THEN 1 ELSE 0 END",
                 "CASE WHEN j.joined THEN i._et_live_version > 0 ELSE coalesce(i.we <= wm.w, false) END",
-                "NULL::timestamptz",
+                "",
             )
         };
         sql += &format!(
             "islands AS MATERIALIZED (\n\
                SELECT {k}_et_isl, min(_et_h) AS _et_h, min(ws) AS ws, max(we) AS we, count(_et_tid) AS _et_live,\n\
                       min(ws) FILTER (WHERE NOT _et_new) AS _et_live_ws, max(we) FILTER (WHERE NOT _et_new) AS _et_live_we,\n\
-                      max(version) AS _et_live_version, coalesce(bool_or(version > 0), false) AS _et_published, min(_et_since) AS _et_since,\n\
+                      max(version) AS _et_live_version{island_batch},\n\
                       (array_agg(_et_tid ORDER BY ws) FILTER (WHERE NOT _et_new))[1] AS _et_survivor,\n\
                       sum({n})::bigint AS {n}{combined}\n\
                FROM grouped GROUP BY {k}_et_isl HAVING bool_or(_et_new)\n\
@@ -223,8 +232,7 @@ impl PipelineDef {
              res AS MATERIALIZED (\n\
                SELECT i.*, j.joined,\n\
                       {version_case} AS version,\n\
-                      {write_case} AS _et_write,\n\
-                      {since_case} AS _et_since_new\n\
+                      {write_case} AS _et_write{since_case}\n\
                FROM islands i CROSS JOIN wm\n\
                CROSS JOIN LATERAL (SELECT i._et_live = 1 AND i.ws = i._et_live_ws AND i.we = i._et_live_we AS joined) j\n\
              ),\n",
@@ -238,7 +246,7 @@ impl PipelineDef {
             )
         };
         let mut set_accs: String = accs.iter().map(|c| format!(", {c} = r.{c}")).collect();
-        let (since_col, since_val) = if self.batches_sessions() {
+        let (since_col, since_val) = if batched {
             set_accs += ", _et_since = r._et_since_new";
             (", _et_since", ", r._et_since_new")
         } else {
