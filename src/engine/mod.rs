@@ -26,6 +26,7 @@
 
 pub mod acc;
 pub mod dedup;
+pub mod route;
 
 use std::collections::HashMap;
 

@@ -8,6 +8,7 @@ pub mod jsonb;
 pub mod locks;
 pub mod members;
 pub mod overflow;
+pub mod plans;
 pub mod sealed;
 pub mod security;
 pub mod spi;

@@ -18,7 +18,7 @@ impl PipelineDef {
     /// late deltas. The front writes a statement's one on-time row with
     /// [`Self::ingest_on_time_statement`] and hands every other statement, and every other row,
     /// to the PL/pgSQL function, unchanged. With offsets, the front hands every statement of one
-    /// row over, and the engine claims the offsets of those it takes (see `api::front`).
+    /// row over, and the engine claims the offsets of those it takes (see `engine::route`).
     pub fn has_front(&self) -> bool {
         matches!(
             self.window,
@@ -62,7 +62,7 @@ impl PipelineDef {
     /// `$4`, ..., in this order, after the window's start (`$1`) and end (`$2`).
     pub fn front_columns(&self) -> Vec<&str> {
         let mut out = self.one_row_columns();
-        // The engine reads a row's offset and source too (`api::front`).
+        // The engine reads a row's offset and source too (`engine::route`).
         for c in self
             .offsets
             .iter()

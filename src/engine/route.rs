@@ -1,0 +1,734 @@
+//! Routing: which statements the engine takes, and the pass over a statement's rows that classifies,
+//! dedups (by offsets or by the ledger, `dedup`), groups (`Groups`) and writes them.
+//!
+//! The trigger's front (`api::front`) calls [`Engine::write`] first for a statement of several
+//! rows; `None` means nothing was written, and the front goes on (one row of its own, or the
+//! PL/pgSQL function). What the engine keeps for a pipeline, for the backend's life, is an
+//! [`Engine`]; what it reads from a row, shared with the front, an [`Input`].
+
+use std::collections::HashMap;
+
+use pgrx::prelude::*;
+
+use super::acc::{self, Accumulator, Storage};
+use super::{dedup, Groups, Key, Plan};
+use crate::core::aggregates::ResolvedAgg;
+use crate::core::landing::WindowState;
+use crate::core::window::{Window, WindowSpec};
+use crate::pg::catalog;
+use crate::pg::plans::{keep_plan, run_plan, run_plan_text, run_plan_timestamp, run_plan_with};
+use crate::pg::security::{as_catalog_owner, as_owner};
+use crate::pg::zone::PgZone;
+
+/// A pipeline's rows as its trigger reads them, and what the front and the engine share.
+pub struct Input {
+    pub pipeline: i32,
+    /// The pipeline's name, for its announcements.
+    pub name: String,
+    /// Allowed lateness, in microseconds: which windows are fired rather than purged.
+    pub lateness: i64,
+    /// The source table, whose rows the transition table holds.
+    pub source: pg_sys::Oid,
+    pub owner: pg_sys::Oid,
+    /// Tumbling, or calendar periods with a slide of their size: one window per row.
+    pub window: WindowSpec,
+    /// Attribute number and type of each of `PipelineDef::front_columns`, in order.
+    pub columns: Vec<(i16, pg_sys::Oid)>,
+    /// Indexes into `columns`.
+    pub event_time: usize,
+    pub event_id: Option<usize>,
+    /// Whether duplicates are told by the pipeline's own ledger (`PipelineDef::ledger`); with a
+    /// unique index of the source on the event id, every row the trigger sees is new.
+    pub ledger: bool,
+    /// Whether the pipeline has source offsets (SPEC §12): their claim is the engine's or the
+    /// PL/pgSQL function's, never that of a single row's statement.
+    pub offsets: bool,
+    /// The insert into `duplicate_counts`, kept as the owner.
+    pub duplicates: pg_sys::SPIPlanPtr,
+}
+
+/// What the engine keeps for one pipeline: its plan of keys, accumulators and writes, the state
+/// table (locked before the watermark is read), the read of the watermark, and, with offsets,
+/// how it reads and claims them.
+pub struct Engine {
+    plan: Plan,
+    state: pg_sys::Oid,
+    watermark: pg_sys::SPIPlanPtr,
+    offsets: Option<Offsets>,
+}
+
+impl Engine {
+    /// The engine of pipeline `p`, whose trigger reads `names`, of the source's `attributes`
+    /// (number, type, collation); `None` when it cannot take the pipeline's statements: a key or
+    /// aggregate needs what the engine does not have, both a ledger and offsets (the PL/pgSQL
+    /// function takes every statement), or offsets it cannot read.
+    pub fn new(
+        p: &catalog::Pipeline,
+        names: &[&str],
+        attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
+    ) -> Option<Engine> {
+        if p.def.ledger().is_some() && p.def.offsets.is_some() {
+            return None;
+        }
+        let (plan, state, watermark) = engine_plan(p, names, attributes)?;
+        let mut engine = Engine {
+            plan,
+            state,
+            watermark,
+            offsets: None,
+        };
+        if let Some(o) = &p.def.offsets {
+            match front_offsets(p, o, names, attributes) {
+                Some(o) => engine.offsets = Some(o),
+                None => {
+                    engine.free();
+                    return None;
+                }
+            }
+        }
+        Some(engine)
+    }
+
+    /// Frees the plans the engine kept; it is not used after.
+    pub fn free(&self) {
+        for plan in [self.plan.write, self.plan.late_write, self.watermark]
+            .into_iter()
+            .chain(self.plan.ledger.as_ref().map(|l| l.insert))
+            .chain(self.offsets.as_ref().map(|o| o.claim))
+        {
+            // SAFETY: plans kept by `keep_plan` that nothing else holds.
+            unsafe { pg_sys::SPI_freeplan(plan) };
+        }
+    }
+
+    /// Writes a statement of several rows, as [`write_groups`] tells.
+    ///
+    /// # Safety
+    /// `trigdata` is the trigger call's, of a trigger on a table of `input`'s pipeline.
+    pub unsafe fn write(
+        &self,
+        input: &Input,
+        trigdata: *mut pg_sys::TriggerData,
+    ) -> Option<(i64, i64, i64)> {
+        // SAFETY: as the caller promises.
+        unsafe { write_groups(self, input, trigdata) }
+    }
+}
+
+/// The engine's view of pipeline `p` (see `engine`), whose front reads `names`, of the source's
+/// `attributes` (number, type, collation): keys, accumulators, the groups statement kept as the
+/// owner, the state table and the read of the watermark. `None` when a key or aggregate needs
+/// what the engine does not have (a type without hash function, a cast by text), or a type has
+/// no array type.
+fn engine_plan(
+    p: &catalog::Pipeline,
+    names: &[&str],
+    attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
+) -> Option<(Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)> {
+    let position = |n: &str| names.iter().position(|c| *c == n);
+    let keys: Vec<Key> = p
+        .def
+        .keys
+        .iter()
+        .map(|k| {
+            let i = position(&k.name)?;
+            Key::resolve(i, attributes[i].1, attributes[i].2)
+        })
+        .collect::<Option<_>>()?;
+    let accs: Vec<Accumulator> = p
+        .def
+        .aggs
+        .iter()
+        .map(|a: &ResolvedAgg| {
+            let arg = match a.spec.arg.as_deref() {
+                Some(c) => Some(position(c)?),
+                None => None,
+            };
+            let (t, coll) = arg
+                .map(|i| (attributes[i].1, attributes[i].2))
+                .unwrap_or_default();
+            Accumulator::resolve(a, arg, t, coll)
+        })
+        .collect::<Option<_>>()?;
+    let mut columns: Vec<Storage> = keys.iter().map(|k| k.storage).collect();
+    columns.extend([
+        Storage::of(pg_sys::TIMESTAMPTZOID),
+        Storage::of(pg_sys::TIMESTAMPTZOID),
+        Storage::of(pg_sys::INT8OID),
+    ]);
+    columns.extend(accs.iter().flat_map(|a| a.column_storage()));
+    if columns.len() != p.def.front_group_types().len() {
+        return None;
+    }
+    let array_types: Vec<pg_sys::Oid> = columns
+        .iter()
+        // SAFETY: a syscache lookup.
+        .map(|c| unsafe { pg_sys::get_array_type(c.oid) })
+        .collect();
+    if array_types.contains(&pg_sys::InvalidOid) {
+        return None;
+    }
+    let state = as_catalog_owner(|| {
+        crate::pg::spi::read_one::<pg_sys::Oid>(
+            "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+            &[p.def.table("state").as_str().into()],
+        )
+    })
+    .ok()
+    .flatten()?;
+    let watermark_sql = format!(
+        "SELECT /* pg_eventtime ingest, the watermark */ p.watermark FROM _eventtime.pipeline p WHERE p.id = {}",
+        p.id
+    );
+    let groups_sql = p.def.ingest_groups_statement();
+    let late_sql = p.def.ingest_late_groups_statement();
+    let late_types: Vec<pg_sys::Oid> = array_types
+        .iter()
+        .copied()
+        .chain([pg_sys::TIMESTAMPTZOID])
+        .collect();
+    // With the pipeline's own ledger: the event id (hashed, for the order of the inserts) and
+    // the insert of a statement's entries, whose arrays are of the window start, keys and id.
+    let ledger = match p.def.ledger() {
+        None => None,
+        Some(eid) => {
+            let sql = p.def.ingest_ledger_statement()?;
+            let i = position(&eid.name)?;
+            let id = Key::resolve(i, attributes[i].1, attributes[i].2)?;
+            let order: Vec<(usize, pg_sys::Oid, acc::Fn)> = keys
+                .iter()
+                .map(|k| k.column)
+                .chain([i])
+                .map(|c| Some((c, attributes[c].2, order_fn(attributes[c].1)?)))
+                .collect::<Option<_>>()?;
+            let mut types = vec![pg_sys::TIMESTAMPTZOID];
+            types.extend(keys.iter().map(|k| attributes[k.column].1));
+            types.push(attributes[i].1);
+            let types: Vec<pg_sys::Oid> = types
+                .into_iter()
+                // SAFETY: a syscache lookup.
+                .map(|t| unsafe { pg_sys::get_array_type(t) })
+                .collect();
+            if types.contains(&pg_sys::InvalidOid) {
+                return None;
+            }
+            Some((sql, types, id, order))
+        }
+    };
+    let (write, late_write, watermark, insert) = as_owner(p.owner, || {
+        (
+            keep_plan(&groups_sql, &array_types),
+            keep_plan(&late_sql, &late_types),
+            keep_plan(&watermark_sql, &[]),
+            ledger
+                .as_ref()
+                .map(|(sql, types, _, _)| keep_plan(sql, types)),
+        )
+    });
+    let ledger = ledger
+        .zip(insert)
+        .map(|((_, _, id, order), insert)| dedup::Ledger {
+            id,
+            order,
+            insert,
+            front: attributes.iter().map(|a| Storage::of(a.1)).collect(),
+        });
+    Some((
+        Plan {
+            keys,
+            accs,
+            write,
+            late_write,
+            columns,
+            ledger,
+        },
+        state,
+        watermark,
+    ))
+}
+
+/// The btree comparison function of type `t`'s default operator class, if it has one.
+fn order_fn(t: pg_sys::Oid) -> Option<acc::Fn> {
+    // SAFETY: a type cache lookup of an existing type.
+    let cmp =
+        unsafe { (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_CMP_PROC as i32)).cmp_proc };
+    (cmp != pg_sys::InvalidOid).then(|| acc::Fn::new(cmp))
+}
+
+/// How the engine reads and claims the offsets `o` of pipeline `p`; `None` when the source
+/// column's type is not text, varchar or an integer (whose text the engine writes as `::text`
+/// does), and then the pipeline has no engine.
+fn front_offsets(
+    p: &catalog::Pipeline,
+    o: &crate::core::model::Offsets,
+    names: &[&str],
+    attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
+) -> Option<Offsets> {
+    let position = |n: &str| names.iter().position(|c| *c == n);
+    let column = position(&o.column)?;
+    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&attributes[column].1) {
+        return None;
+    }
+    let source = match &o.source_column {
+        None => None,
+        Some(c) => {
+            let i = position(c)?;
+            let t = attributes[i].1;
+            if ![
+                pg_sys::TEXTOID,
+                pg_sys::VARCHAROID,
+                pg_sys::INT2OID,
+                pg_sys::INT4OID,
+                pg_sys::INT8OID,
+            ]
+            .contains(&t)
+            {
+                return None;
+            }
+            Some((i, t))
+        }
+    };
+    let claim_sql = format!(
+        "SELECT /* pg_eventtime ingest, the offsets */ _eventtime.offsets_claim({}, $1)::pg_catalog.text",
+        p.id
+    );
+    let claim = as_owner(p.owner, || keep_plan(&claim_sql, &[pg_sys::TEXTOID]));
+    Some(Offsets {
+        column,
+        offset_type: attributes[column].1,
+        source,
+        claim,
+    })
+}
+
+/// Writes a statement of several rows by the engine (see `engine`) when the front has one for
+/// the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
+/// time whose window is open against the watermark or fired within its grace (and, with offsets,
+/// an offset and a source, rising through the statement per source); returns the rows counted in
+/// open windows, in fired ones (late) and the duplicates, or `None`, having written nothing,
+/// when the statement goes to the PL/pgSQL function.
+///
+/// # Safety
+/// `trigdata` is the trigger call's.
+unsafe fn write_groups(
+    engine: &Engine,
+    input: &Input,
+    trigdata: *mut pg_sys::TriggerData,
+) -> Option<(i64, i64, i64)> {
+    let (state, watermark_plan) = (&engine.state, &engine.watermark);
+    // SAFETY: reads of the trigger's call data and of a backend global.
+    let (table, relation) = unsafe {
+        if pg_sys::XactIsoLevel != pg_sys::XACT_READ_COMMITTED as i32 {
+            return None;
+        }
+        ((*trigdata).tg_newtable, (*trigdata).tg_relation)
+    };
+    // SAFETY: the relation is open for the statement; the transition table is the statement's.
+    unsafe {
+        if table.is_null()
+            || (*relation).rd_id != input.source
+            || pg_sys::tuplestore_tuple_count(table) < 2
+        {
+            return None;
+        }
+    }
+    // SAFETY: the descriptor of the open relation.
+    let desc = unsafe { (*relation).rd_att };
+    for (attnum, type_oid) in &input.columns {
+        // SAFETY: as in `write_row`.
+        let current = unsafe { pgrx::PgTupleDesc::from_pg_unchecked(desc) }
+            .get((*attnum - 1) as usize)
+            .map(|a| a.type_oid().value());
+        if current != Some(*type_oid) {
+            return None;
+        }
+    }
+    // The watermark after the state's lock, as the ingest statements read it.
+    // SAFETY: a lock on the pipeline's state table, held until the transaction ends.
+    unsafe { pg_sys::LockRelationOid(*state, pg_sys::RowExclusiveLock as i32) };
+    // From here on as the pipeline's owner, in a security-restricted operation: the reads and
+    // writes, and the functions of the key and aggregate types, as the PL/pgSQL function runs
+    // them.
+    as_owner(input.owner, || {
+        let watermark = run_plan_timestamp(*watermark_plan);
+        // The groups of fired windows are written with the watermark they were classified
+        // against, and count the late versions they wrote.
+        let versions = std::cell::Cell::new(0i64);
+        let run = |write: pg_sys::SPIPlanPtr, arrays: &[pg_sys::Datum], late: bool| {
+            let mut values = arrays.to_vec();
+            if late {
+                values.push(pg_sys::Datum::from(
+                    watermark.expect("a fired window has a watermark"),
+                ));
+            }
+            let nulls = vec![b' '; values.len()];
+            // The lookup of each window's main firing must be an index scan of history, whatever
+            // the plan was made from (as the PL/pgSQL function runs with `enable_seqscan` off,
+            // see *Ingest* in the design note): the kept plan is made, and remade, when run.
+            let level =
+                late.then(|| crate::pg::security::set_in_nest_level(c"enable_seqscan", c"off"));
+            let (_, n) = run_plan_with(write, &values, &nulls, |d| d.value() as i64);
+            if let Some(level) = level {
+                // SAFETY: closes the nest level opened above; every level above it is closed.
+                unsafe { pg_sys::AtEOXact_GUC(false, level) };
+                versions.set(versions.get() + n.unwrap_or(0));
+            }
+        };
+        let group_cx = pgrx::PgMemoryContexts::new("pg_eventtime groups");
+        let row_cx = pgrx::PgMemoryContexts::new("pg_eventtime rows");
+        let (group_cx, row) = (group_cx.value(), row_cx.value());
+        // SAFETY: the transition table is read through a read pointer of its own (as in
+        // `write_one_row`), each row deformed in the slot; the contexts outlive the groups, and
+        // the per-row context is reset only between rows.
+        unsafe {
+            let slot = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsMinimalTuple);
+            let pointer =
+                pg_sys::tuplestore_alloc_read_pointer(table, pg_sys::EXEC_FLAG_REWIND as i32);
+            let result = group_rows(
+                engine, input, table, pointer, slot, watermark, group_cx, row, &run,
+            );
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            let (rows, late, duplicates) = result?;
+            if duplicates > 0 {
+                run_plan(input.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
+            }
+            crate::pg::announce::announce(
+                &input.name,
+                crate::pg::announce::Versions {
+                    late: versions.get(),
+                    ..Default::default()
+                },
+                watermark,
+            );
+            Some((rows, late, duplicates))
+        }
+    })
+}
+
+/// With offsets: the front columns of a row's offset and source, the claim of a statement's
+/// offsets, a kept plan.
+struct Offsets {
+    /// Index among the front columns, and the offset's type (int2, int4 or int8).
+    column: usize,
+    offset_type: pg_sys::Oid,
+    /// Index and type of the source column (text, varchar or an integer): `None` for one source.
+    source: Option<(usize, pg_sys::Oid)>,
+    claim: pg_sys::SPIPlanPtr,
+}
+
+impl Offsets {
+    /// The offset of a row, from its datum.
+    fn offset(&self, d: pg_sys::Datum) -> i64 {
+        match self.offset_type {
+            pg_sys::INT2OID => d.value() as i16 as i64,
+            pg_sys::INT4OID => d.value() as i32 as i64,
+            _ => d.value() as i64,
+        }
+    }
+
+    /// The source of a row as `::text` writes it, into `buf`.
+    ///
+    /// # Safety
+    /// `values` are the front columns' datums of a row whose source is not NULL.
+    unsafe fn source<'b>(&self, values: &[pg_sys::Datum], buf: &'b mut Vec<u8>) -> &'b [u8] {
+        buf.clear();
+        match self.source {
+            None => buf.extend_from_slice(crate::core::model::SINGLE_SOURCE.as_bytes()),
+            Some((i, t)) => match t {
+                pg_sys::INT2OID => write_int(buf, values[i].value() as i16 as i64),
+                pg_sys::INT4OID => write_int(buf, values[i].value() as i32 as i64),
+                pg_sys::INT8OID => write_int(buf, values[i].value() as i64),
+                // SAFETY: a text or varchar datum, as the caller promises.
+                _ => unsafe {
+                    let v = pg_sys::pg_detoast_datum_packed(values[i].cast_mut_ptr());
+                    let len = pgrx::varlena::varsize_any_exhdr(v);
+                    let data = pgrx::varlena::vardata_any(v) as *const u8;
+                    buf.extend_from_slice(std::slice::from_raw_parts(data, len));
+                },
+            },
+        }
+        buf
+    }
+}
+
+/// `v` in decimal, as `int8out` writes it, at the end of `buf`.
+fn write_int(buf: &mut Vec<u8>, v: i64) {
+    use std::io::Write;
+    write!(buf, "{v}").expect("write to a vector");
+}
+
+/// The grouping of a statement's rows and the writes of its groups (see [`write_groups`]):
+/// the rows counted in open windows, those counted in fired windows (late), and the duplicates
+/// (by offset or by the ledger), or `None`, having written nothing.
+///
+/// # Safety
+/// As [`scan`]; `group_cx` and `row` are memory contexts that outlive the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn group_rows(
+    engine: &Engine,
+    input: &Input,
+    table: *mut pg_sys::Tuplestorestate,
+    pointer: i32,
+    slot: *mut pg_sys::TupleTableSlot,
+    watermark: Option<i64>,
+    group_cx: pg_sys::MemoryContext,
+    row: pg_sys::MemoryContext,
+    run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum], bool),
+) -> Option<(i64, i64, i64)> {
+    let plan = &engine.plan;
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mut groups = Groups::new(plan, group_cx);
+        let add = |groups: &mut Groups,
+                   values: &[pg_sys::Datum],
+                   nulls: &[bool],
+                   (w, late): (Window, bool)| {
+            let old = pg_sys::MemoryContextSwitchTo(row);
+            groups.add(values, nulls, w.start, w.end, late);
+            pg_sys::MemoryContextSwitchTo(old);
+        };
+        let reset = |i: usize| {
+            if (i + 1).is_multiple_of(super::rows_per_reset()) {
+                pg_sys::MemoryContextReset(row);
+            }
+        };
+        let mut buf = Vec::new();
+        // With offsets, a first pass checks every row and scans the offsets; the claim then moves
+        // them (nothing is written before it), and the grouping skips the rows at or below their
+        // source's offset committed before.
+        let committed: Option<HashMap<Vec<u8>, i64>> = match &engine.offsets {
+            None => None,
+            Some(o) => {
+                let mut seen = crate::api::offsets::Scan::default();
+                let ok = scan(
+                    input,
+                    table,
+                    pointer,
+                    slot,
+                    watermark,
+                    &mut |_, values, nulls, w| {
+                        let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
+                        if w.is_none() || nulls[o.column] || source_null {
+                            return false;
+                        }
+                        seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
+                        true
+                    },
+                );
+                let sources = seen.result();
+                if !ok || sources.iter().any(|s| !s.rising) {
+                    return None;
+                }
+                let json = serde_json::to_string(&sources).expect("scan serializes");
+                let claim = json.as_str().into_datum().expect("text datum");
+                let previous = run_plan_text(o.claim, &[claim]);
+                Some(
+                    previous
+                        .and_then(|p| serde_json::from_str::<HashMap<String, i64>>(&p).ok())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k.into_bytes(), v))
+                        .collect(),
+                )
+            }
+        };
+        let mut duplicates = 0i64;
+        let mut counted = 0i64;
+        if let (Some(o), Some(committed)) = (&engine.offsets, &committed) {
+            // Every row checked: one pass, written whenever the groups reach the bound.
+            scan(
+                input,
+                table,
+                pointer,
+                slot,
+                watermark,
+                &mut |i, values, nulls, w| {
+                    let off = o.offset(values[o.column]);
+                    let at_or_below = !committed.is_empty()
+                        && committed
+                            .get(o.source(values, &mut buf))
+                            .is_some_and(|&c| off <= c);
+                    if at_or_below {
+                        duplicates += 1;
+                    } else {
+                        if groups.full() {
+                            groups.flush(run);
+                        }
+                        add(
+                            &mut groups,
+                            values,
+                            nulls,
+                            w.expect("checked by the first pass"),
+                        );
+                        counted += 1;
+                    }
+                    reset(i);
+                    true
+                },
+            );
+            groups.flush(run);
+            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
+        }
+        if let Some(ledger) = &plan.ledger {
+            // One pass reads the rows (copied) before anything is written; then their entries go
+            // into the ledger and the kept rows are grouped (see `engine::dedup`).
+            let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
+            let mut rows = dedup::Rows::new(plan, ledger, rows_cx.value());
+            let read = scan(
+                input,
+                table,
+                pointer,
+                slot,
+                watermark,
+                &mut |_, values, nulls, w| match w {
+                    Some(w) if !rows.full() => {
+                        rows.push(values, nulls, w);
+                        true
+                    }
+                    _ => false,
+                },
+            );
+            if !read || rows.full() {
+                return None;
+            }
+            let mut counted = 0i64;
+            for (r, kept) in rows.kept().into_iter().enumerate() {
+                if !kept {
+                    continue;
+                }
+                // Entries are written: past the bound the groups are written, not handed over.
+                if groups.full() {
+                    groups.flush(run);
+                }
+                let (values, nulls, w) = rows.row(r);
+                add(&mut groups, values, nulls, w);
+                counted += 1;
+                reset(r);
+            }
+            groups.flush(run);
+            let duplicates = rows.len() as i64 - counted;
+            drop(rows);
+            drop(rows_cx);
+            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
+        }
+        // One pass: every row must be one the engine takes before anything is written, and the
+        // groups must stay within the bound. A statement of more groups goes to SQL, whose
+        // grouping spills to disk past `work_mem`: written in parts, each key of such a
+        // statement would be upserted once per part it has rows in (twice as many writes for
+        // keys seen twice), where SQL writes each group once.
+        let ok = scan(
+            input,
+            table,
+            pointer,
+            slot,
+            watermark,
+            &mut |i, values, nulls, w| {
+                let Some(w) = w else { return false };
+                if groups.full() {
+                    return false;
+                }
+                add(&mut groups, values, nulls, w);
+                reset(i);
+                true
+            },
+        );
+        if !ok {
+            return None;
+        }
+        groups.flush(run);
+        let rows = pg_sys::tuplestore_tuple_count(table);
+        Some((rows - groups.late_rows, groups.late_rows, 0))
+    }
+}
+
+/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its window
+/// and whether that window has fired (its rows are late); false stops the scan.
+type RowFn<'a> = dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<(Window, bool)>) -> bool + 'a;
+
+/// Reads the transition table `table` from its start through read pointer `pointer`, and calls
+/// `f` with each row's index, the front columns' values and NULLs, and its window when it has an
+/// event time whose window is open or fired against `watermark` and `lateness` (the landing rule,
+/// `core::landing::window_state`), with whether it fired (`None` otherwise: no event time, no
+/// window, or a purged window); stops when `f` returns false, and returns whether it read every
+/// row.
+///
+/// # Safety
+/// `table` is the statement's transition table, `pointer` a read pointer of it, `slot` a slot
+/// of the source's descriptor; the values passed to `f` are valid during the call.
+unsafe fn scan(
+    input: &Input,
+    table: *mut pg_sys::Tuplestorestate,
+    pointer: i32,
+    slot: *mut pg_sys::TupleTableSlot,
+    watermark: Option<i64>,
+    f: &mut RowFn<'_>,
+) -> bool {
+    let last = input.columns.iter().map(|c| c.0).max().unwrap_or(1);
+    let mut values = vec![pg_sys::Datum::from(0); input.columns.len()];
+    let mut nulls = vec![false; input.columns.len()];
+    let mut ok = true;
+    // SAFETY: as the caller promises.
+    unsafe {
+        pg_sys::tuplestore_select_read_pointer(table, pointer);
+        pg_sys::tuplestore_rescan(table);
+        let mut i = 0usize;
+        while pg_sys::tuplestore_gettupleslot(table, true, false, slot) {
+            if (*slot).tts_nvalid < last {
+                pg_sys::slot_getsomeattrs_int(slot, last as i32);
+            }
+            for (j, (attnum, _)) in input.columns.iter().enumerate() {
+                let at = (*attnum - 1) as usize;
+                values[j] = *(*slot).tts_values.add(at);
+                nulls[j] = *(*slot).tts_isnull.add(at);
+            }
+            let w = (!nulls[input.event_time])
+                .then(|| window_of(&input.window, values[input.event_time].value() as i64))
+                .flatten()
+                .and_then(|w| {
+                    match crate::core::landing::window_state(w.end, input.lateness, watermark) {
+                        WindowState::Open => Some((w, false)),
+                        WindowState::Fired => Some((w, true)),
+                        WindowState::Purged => None,
+                    }
+                });
+            if !f(i, &values, &nulls, w) {
+                ok = false;
+                break;
+            }
+            i += 1;
+        }
+        pg_sys::tuplestore_select_read_pointer(table, 0);
+    }
+    ok
+}
+
+/// The one window of a row at `micros`, computed by the code of the SQL assignment functions
+/// (`_eventtime.tumble_start`, `_eventtime.calendar`); `None` when it has none, or, for a
+/// calendar spec, not exactly one.
+pub fn window_of(spec: &WindowSpec, micros: i64) -> Option<Window> {
+    match spec {
+        WindowSpec::Tumbling { size, origin } => {
+            WindowSpec::tumbling_window(*size, *origin, micros).ok()
+        }
+        WindowSpec::Calendar {
+            size,
+            slide,
+            origin,
+            time_zone,
+        } => {
+            let windows = WindowSpec::calendar_windows(
+                *size,
+                *slide,
+                *origin,
+                &PgZone::new(time_zone),
+                micros,
+            )
+            .ok()?;
+            match windows[..] {
+                [w] => Some(w),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
