@@ -95,11 +95,11 @@ FROM kept c CROSS JOIN wm WHERE (SELECT max_landing FROM cls_n) = 3 AND c._et_la
 RETURNING 1
 ),
 live AS MATERIALIZED (
-SELECT l.* FROM (SELECT DISTINCT b."store", b._et_h FROM batch b) b
+SELECT l.* FROM (SELECT b."store", b._et_h, min(b.ws) AS ws, max(b.we) AS we FROM batch b GROUP BY b."store", b._et_h) b
 CROSS JOIN LATERAL (
 SELECT s.ctid AS _et_tid, s."store", s._et_h, s.window_start AS ws, s.window_end AS we, s.version, s._et_n, s."_et_a0", s."_et_a1", s."_et_a1_n"
 FROM _eventtime."p7_state" s WHERE s._et_h = b._et_h AND pg_catalog.record_eq(ROW(b."store"), ROW(s."store")) OFFSET 0
-) l
+) l WHERE l.ws < b.we AND l.we > b.ws
 ),
 members AS (
 SELECT "store", _et_h, ws, we, NULL::tid AS _et_tid, NULL::integer AS version, _et_n, "_et_a0"::bigint AS "_et_a0", "_et_a1"::numeric AS "_et_a1", "_et_a1_n"::bigint AS "_et_a1_n", true AS _et_new FROM batch

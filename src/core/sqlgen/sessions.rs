@@ -148,17 +148,22 @@ impl PipelineDef {
         );
         let kb = prefix(&self.key_names(Some("b")));
         let ks = prefix(&self.key_names(Some("s")));
-        // The live sessions of the statement's keys, looked up by key hash, key by key (the
-        // lateral subquery is kept as it is, so the plan stays an index lookup per key whatever
-        // the statistics said when it was made).
+        // The live sessions of the statement's keys that overlap the span of the key's new
+        // windows, looked up by key hash, key by key (the lateral subquery is kept as it is, so
+        // the plan stays an index lookup per key whatever the statistics said when it was made).
+        // A key's live sessions are disjoint, so a live session can join an island only by
+        // overlapping one of its new windows: those outside the span are islands of their own,
+        // which the statement would sort and leave as they are. The span is a filter above the
+        // lookup (`OFFSET 0` keeps it out of the subquery), never an index condition: as one,
+        // the planner may choose a scan of the state's `window_end` index per key.
         sql += &format!(
             "refused AS (\n{refused}\n),\n\
              live AS MATERIALIZED (\n\
-               SELECT l.* FROM (SELECT DISTINCT {kb}b._et_h FROM batch b) b\n\
+               SELECT l.* FROM (SELECT {kb}b._et_h, min(b.ws) AS ws, max(b.we) AS we FROM batch b GROUP BY {kb}b._et_h) b\n\
                CROSS JOIN LATERAL (\n\
                  SELECT s.ctid AS _et_tid, {ks}s._et_h, s.window_start AS ws, s.window_end AS we, s.version{since_s}, s.{n}{accs_s}\n\
                  FROM {state} s WHERE s._et_h = b._et_h{key_match} OFFSET 0\n\
-               ) l\n\
+               ) l WHERE l.ws < b.we AND l.we > b.ws\n\
              ),\n",
             state = self.table("state"),
             accs_s = list("s.", &accs),
