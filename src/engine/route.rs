@@ -492,6 +492,8 @@ unsafe fn group_rows(
                 pg_sys::MemoryContextReset(row);
             }
         };
+        // Every pass reads the whole transition table from its start (see [`scan`]).
+        let scan_rows = |f: &mut RowFn<'_>| scan(input, table, pointer, slot, watermark, f);
         let mut buf = Vec::new();
         // With offsets, a first pass checks every row and scans the offsets; the claim then moves
         // them (nothing is written before it), and the grouping skips the rows at or below their
@@ -500,21 +502,14 @@ unsafe fn group_rows(
             None => None,
             Some(o) => {
                 let mut seen = crate::api::offsets::Scan::default();
-                let ok = scan(
-                    input,
-                    table,
-                    pointer,
-                    slot,
-                    watermark,
-                    &mut |_, values, nulls, w| {
-                        let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
-                        if w.is_none() || nulls[o.column] || source_null {
-                            return false;
-                        }
-                        seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
-                        true
-                    },
-                );
+                let ok = scan_rows(&mut |_, values, nulls, w| {
+                    let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
+                    if w.is_none() || nulls[o.column] || source_null {
+                        return false;
+                    }
+                    seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
+                    true
+                });
                 let sources = seen.result();
                 if !ok || sources.iter().any(|s| !s.rising) {
                     return None;
@@ -536,36 +531,29 @@ unsafe fn group_rows(
         let mut counted = 0i64;
         if let (Some(o), Some(committed)) = (&engine.offsets, &committed) {
             // Every row checked: one pass, written whenever the groups reach the bound.
-            scan(
-                input,
-                table,
-                pointer,
-                slot,
-                watermark,
-                &mut |i, values, nulls, w| {
-                    let off = o.offset(values[o.column]);
-                    let at_or_below = !committed.is_empty()
-                        && committed
-                            .get(o.source(values, &mut buf))
-                            .is_some_and(|&c| off <= c);
-                    if at_or_below {
-                        duplicates += 1;
-                    } else {
-                        if groups.full() {
-                            groups.flush(run);
-                        }
-                        add(
-                            &mut groups,
-                            values,
-                            nulls,
-                            w.expect("checked by the first pass"),
-                        );
-                        counted += 1;
+            scan_rows(&mut |i, values, nulls, w| {
+                let off = o.offset(values[o.column]);
+                let at_or_below = !committed.is_empty()
+                    && committed
+                        .get(o.source(values, &mut buf))
+                        .is_some_and(|&c| off <= c);
+                if at_or_below {
+                    duplicates += 1;
+                } else {
+                    if groups.full() {
+                        groups.flush(run);
                     }
-                    reset(i);
-                    true
-                },
-            );
+                    add(
+                        &mut groups,
+                        values,
+                        nulls,
+                        w.expect("checked by the first pass"),
+                    );
+                    counted += 1;
+                }
+                reset(i);
+                true
+            });
             groups.flush(run);
             return Some((counted - groups.late_rows, groups.late_rows, duplicates));
         }
@@ -574,20 +562,13 @@ unsafe fn group_rows(
             // into the ledger and the kept rows are grouped (see `engine::dedup`).
             let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
             let mut rows = dedup::Rows::new(plan, ledger, rows_cx.value());
-            let read = scan(
-                input,
-                table,
-                pointer,
-                slot,
-                watermark,
-                &mut |_, values, nulls, w| match w {
-                    Some(w) if !rows.full() => {
-                        rows.push(values, nulls, w);
-                        true
-                    }
-                    _ => false,
-                },
-            );
+            let read = scan_rows(&mut |_, values, nulls, w| match w {
+                Some(w) if !rows.full() => {
+                    rows.push(values, nulls, w);
+                    true
+                }
+                _ => false,
+            });
             if !read || rows.full() {
                 return None;
             }
@@ -616,22 +597,15 @@ unsafe fn group_rows(
         // grouping spills to disk past `work_mem`: written in parts, each key of such a
         // statement would be upserted once per part it has rows in (twice as many writes for
         // keys seen twice), where SQL writes each group once.
-        let ok = scan(
-            input,
-            table,
-            pointer,
-            slot,
-            watermark,
-            &mut |i, values, nulls, w| {
-                let Some(w) = w else { return false };
-                if groups.full() {
-                    return false;
-                }
-                add(&mut groups, values, nulls, w);
-                reset(i);
-                true
-            },
-        );
+        let ok = scan_rows(&mut |i, values, nulls, w| {
+            let Some(w) = w else { return false };
+            if groups.full() {
+                return false;
+            }
+            add(&mut groups, values, nulls, w);
+            reset(i);
+            true
+        });
         if !ok {
             return None;
         }
