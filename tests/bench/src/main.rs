@@ -1885,7 +1885,11 @@ fn workload_d_batched(
                         exec(c, st)?;
                     }
                     if batched {
-                        exec(c, "SELECT pg_sleep(0.002); SELECT * FROM eventtime.tick()")?;
+                        // Two statements, two transactions: the tick's processing time is its
+                        // transaction's start, which must come `late_firing` after the last
+                        // pending row (one string would run both in one transaction).
+                        exec(c, "SELECT pg_sleep(0.002)")?;
+                        exec(c, "SELECT * FROM eventtime.tick()")?;
                     }
                     Ok(())
                 })?
