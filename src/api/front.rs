@@ -104,14 +104,14 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
             .engine
             .as_ref()
             .and_then(|e| e.write(&front.input, trigdata));
-        if let Some((rows, late, duplicates)) = written {
+        if let Some(c) = written {
             if collects_counts() {
                 super::ingest::note_statement_counts(
                     front.input.pipeline,
-                    rows,
-                    late,
-                    0,
-                    duplicates,
+                    c.accepted,
+                    c.late,
+                    c.refused,
+                    c.duplicates,
                 );
             }
             return pg_sys::Datum::from(0);

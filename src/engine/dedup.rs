@@ -1,7 +1,8 @@
 //! Exact dedup by the pipeline's own ledger, for the engine.
 //!
-//! A statement of at most [`MAX_ROWS`] rows (and `work_mem` of their values), all in open
-//! windows, is read once, its values copied. Larger ones go to SQL, whose sort of the
+//! A statement of at most [`MAX_ROWS`] rows (and `work_mem` of their values) is read once, its
+//! values copied (and the whole row of each row past its window's grace, whose id goes into the
+//! ledger as the SQL path's does, so that a redelivered refused row is a duplicate). Larger ones go to SQL, whose sort of the
 //! whole statement and plain insert into new windows cost less for a bulk load: inserted in parts
 //! of 10,000, a `COPY` of 1,000,000 rows with ids took twice its floor (`docs/benchmark.md`), each
 //! part's entries spread over the whole index. The rows' (window start, keys, event id) go into the
@@ -21,7 +22,9 @@
 use pgrx::pg_sys;
 
 use super::acc::{Fn, Storage};
+use super::refused::Refused;
 use super::{array, Key, Plan};
+use crate::core::landing::WindowState;
 use crate::core::window::Window;
 
 /// Rows of the largest statement whose ids the engine inserts into the ledger.
@@ -47,7 +50,10 @@ pub struct Rows<'a> {
     cx: pg_sys::MemoryContext,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
-    windows: Vec<(Window, bool)>,
+    windows: Vec<(Window, WindowState)>,
+    /// The source's row of each row past its window's grace, copied (refused unless a
+    /// duplicate); none for the others.
+    refused: Vec<Option<pg_sys::Datum>>,
 }
 
 impl<'a> Rows<'a> {
@@ -61,6 +67,7 @@ impl<'a> Rows<'a> {
             values: Vec::new(),
             nulls: Vec::new(),
             windows: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -81,11 +88,21 @@ impl<'a> Rows<'a> {
     }
 
     /// Adds a row, its front columns' values copied into the rows' context, with its window and
-    /// whether that window has fired.
+    /// that window's state; of a row past its window's grace, the whole row in `slot` too.
     ///
     /// # Safety
-    /// `values` are datums of the front columns' types, valid while this runs.
-    pub unsafe fn push(&mut self, values: &[pg_sys::Datum], nulls: &[bool], w: (Window, bool)) {
+    /// `values` are datums of the front columns' types, valid while this runs; `slot` holds the
+    /// row, of the source's descriptor.
+    pub unsafe fn push(
+        &mut self,
+        values: &[pg_sys::Datum],
+        nulls: &[bool],
+        w: (Window, WindowState),
+        slot: *mut pg_sys::TupleTableSlot,
+    ) {
+        // SAFETY: as the caller promises; the copy lives in the rows' context.
+        self.refused
+            .push((w.1 == WindowState::Purged).then(|| unsafe { Refused::copy(slot, self.cx) }));
         // SAFETY: as the caller promises; the copies live in the rows' context.
         unsafe {
             let old = pg_sys::MemoryContextSwitchTo(self.cx);
@@ -98,8 +115,13 @@ impl<'a> Rows<'a> {
         self.windows.push(w);
     }
 
-    /// Row `r`: its front columns' values and NULLs, its window and whether it has fired.
-    pub fn row(&self, r: usize) -> (&[pg_sys::Datum], &[bool], (Window, bool)) {
+    /// The copied source row of row `r` when its window is past its grace.
+    pub fn refused_row(&self, r: usize) -> Option<pg_sys::Datum> {
+        self.refused[r]
+    }
+
+    /// Row `r`: its front columns' values and NULLs, its window and that window's state.
+    pub fn row(&self, r: usize) -> (&[pg_sys::Datum], &[bool], (Window, WindowState)) {
         let n = self.ledger.front.len();
         (
             &self.values[r * n..(r + 1) * n],

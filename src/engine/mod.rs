@@ -1,31 +1,34 @@
 //! The ingest engine: a statement's rows grouped by (key, window) in the trigger's own code.
 //!
 //! For a pipeline with a front (one window per row, computed from the row; no watermark lag), a
-//! statement of several rows whose rows all fall in open windows, or fired ones within their
-//! grace (late rows), is
-//! grouped here instead of by the SQL statement for many rows: the front reads the transition
-//! table once, computes each row's window with the model's code, groups the rows by key and
-//! window in a hash table whose keys are hashed and compared with their types' own functions in
-//! the columns' collations (as `GROUP BY` does, NULL a group of its own), adds each row to its
-//! group's accumulators (`acc`), and writes the groups of open windows to this backend's state
-//! rows with one kept statement taking them as arrays (`PipelineDef::ingest_groups_statement`),
-//! whose sums are checked as every append's, and those of fired windows to their late rows and
-//! late versions with another (`PipelineDef::ingest_late_groups_statement`). Its memory is bounded whatever the statement's size: a statement
-//! of more than [`FLUSH_GROUPS`] groups, or of more than `work_mem` of their keys and values,
+//! statement of several rows whose rows all have a window (open, fired within its grace: late
+//! rows, or past it: refused rows) is grouped here instead of by the SQL statement for many
+//! rows: the front reads the transition table once, computes each row's window with the model's
+//! code, groups the rows by key and window in a hash table whose keys are hashed and compared
+//! with their types' own functions in the columns' collations (as `GROUP BY` does, NULL a group
+//! of its own), adds each row to its group's accumulators (`acc`), and writes the groups of open
+//! windows to this backend's state rows with one kept statement taking them as arrays
+//! (`PipelineDef::ingest_groups_statement`), whose sums are checked as every append's, and those
+//! of fired windows to their late rows and late versions with another
+//! (`PipelineDef::ingest_late_groups_statement`). Rows past their window's grace are kept whole
+//! and written as refused rows by a third (`refused`). Its memory is bounded whatever the
+//! statement's size: a statement of more than [`FLUSH_GROUPS`] groups, or of more than
+//! `work_mem` of their keys and values (of refused rows: [`refused::MAX_ROWS`], or `work_mem`),
 //! goes to SQL before anything is written (its `GROUP BY` spills to disk past `work_mem`; written
 //! in parts here, a key of such a statement would be upserted once per part), except with
 //! offsets, claimed before the grouping, and with the pipeline's own ledger of event ids, whose
-//! entries are inserted before the grouping (`dedup`): their groups are written whenever they
-//! reach the bound.
+//! entries are inserted before the grouping (`dedup`): their groups and refused rows are written
+//! whenever they reach the bound.
 //!
-//! The first row it cannot take (no event time, a window past its grace, a key or aggregate
-//! type it has no functions for) ends the attempt before anything is written: the statement goes
+//! The first row it cannot take (no event time, no window, a key or aggregate type it has no
+//! functions for) ends the attempt before anything is written: the statement goes
 //! to the PL/pgSQL function, which handles every case. The watermark is read after the state
 //! table's `ROW EXCLUSIVE` lock, as the ingest statements' plans take it before their snapshot,
 //! so it is the latest until the transaction ends (see *Locks* in the design note).
 
 pub mod acc;
 pub mod dedup;
+pub mod refused;
 pub mod route;
 
 use std::collections::HashMap;

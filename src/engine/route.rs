@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use pgrx::prelude::*;
 
 use super::acc::{self, Accumulator, Storage};
+use super::refused::{Refuse, Refused};
 use super::{dedup, Groups, Key, Plan};
 use crate::core::aggregates::ResolvedAgg;
 use crate::core::landing::WindowState;
@@ -55,6 +56,17 @@ pub struct Engine {
     state: pg_sys::Oid,
     watermark: pg_sys::SPIPlanPtr,
     offsets: Option<Offsets>,
+    refuse: Refuse,
+}
+
+/// What the engine wrote for a statement: rows counted in open windows, in fired ones (late),
+/// refused rows, and duplicates (by offset or by the ledger).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub accepted: i64,
+    pub late: i64,
+    pub refused: i64,
+    pub duplicates: i64,
 }
 
 impl Engine {
@@ -70,12 +82,13 @@ impl Engine {
         if p.def.ledger().is_some() && p.def.offsets.is_some() {
             return None;
         }
-        let (plan, state, watermark) = engine_plan(p, names, attributes)?;
+        let (plan, state, watermark, refuse) = engine_plan(p, names, attributes)?;
         let mut engine = Engine {
             plan,
             state,
             watermark,
             offsets: None,
+            refuse,
         };
         if let Some(o) = &p.def.offsets {
             match front_offsets(p, o, names, attributes) {
@@ -91,10 +104,15 @@ impl Engine {
 
     /// Frees the plans the engine kept; it is not used after.
     pub fn free(&self) {
-        for plan in [self.plan.write, self.plan.late_write, self.watermark]
-            .into_iter()
-            .chain(self.plan.ledger.as_ref().map(|l| l.insert))
-            .chain(self.offsets.as_ref().map(|o| o.claim))
+        for plan in [
+            self.plan.write,
+            self.plan.late_write,
+            self.watermark,
+            self.refuse.insert,
+        ]
+        .into_iter()
+        .chain(self.plan.ledger.as_ref().map(|l| l.insert))
+        .chain(self.offsets.as_ref().map(|o| o.claim))
         {
             // SAFETY: plans kept by `keep_plan` that nothing else holds.
             unsafe { pg_sys::SPI_freeplan(plan) };
@@ -109,7 +127,7 @@ impl Engine {
         &self,
         input: &Input,
         trigdata: *mut pg_sys::TriggerData,
-    ) -> Option<(i64, i64, i64)> {
+    ) -> Option<Counts> {
         // SAFETY: as the caller promises.
         unsafe { write_groups(self, input, trigdata) }
     }
@@ -117,14 +135,14 @@ impl Engine {
 
 /// The engine's view of pipeline `p` (see `engine`), whose front reads `names`, of the source's
 /// `attributes` (number, type, collation): keys, accumulators, the groups statement kept as the
-/// owner, the state table and the read of the watermark. `None` when a key or aggregate needs
-/// what the engine does not have (a type without hash function, a cast by text), or a type has
-/// no array type.
+/// owner, the state table, the read of the watermark and the write of refused rows. `None` when
+/// a key or aggregate needs what the engine does not have (a type without hash function, a cast
+/// by text), or a type has no array type.
 fn engine_plan(
     p: &catalog::Pipeline,
     names: &[&str],
     attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
-) -> Option<(Plan, pg_sys::Oid, pg_sys::SPIPlanPtr)> {
+) -> Option<(Plan, pg_sys::Oid, pg_sys::SPIPlanPtr, Refuse)> {
     let position = |n: &str| names.iter().position(|c| *c == n);
     let keys: Vec<Key> = p
         .def
@@ -166,6 +184,15 @@ fn engine_plan(
         .map(|c| unsafe { pg_sys::get_array_type(c.oid) })
         .collect();
     if array_types.contains(&pg_sys::InvalidOid) {
+        return None;
+    }
+    // The source's row type, whose array the write of refused rows takes.
+    // SAFETY: syscache lookups.
+    let (row_type, rows_type) = unsafe {
+        let t = pg_sys::get_rel_type_id(p.source_oid);
+        (t, pg_sys::get_array_type(t))
+    };
+    if row_type == pg_sys::InvalidOid || rows_type == pg_sys::InvalidOid || p.def.refused_doc_once {
         return None;
     }
     let state = as_catalog_owner(|| {
@@ -215,11 +242,13 @@ fn engine_plan(
             Some((sql, types, id, order))
         }
     };
-    let (write, late_write, watermark, insert) = as_owner(p.owner, || {
+    let refused_sql = p.def.ingest_refused_rows_statement();
+    let (write, late_write, watermark, refuse, insert) = as_owner(p.owner, || {
         (
             keep_plan(&groups_sql, &array_types),
             keep_plan(&late_sql, &late_types),
             keep_plan(&watermark_sql, &[]),
+            keep_plan(&refused_sql, &[rows_type, pg_sys::TIMESTAMPTZOID]),
             ledger
                 .as_ref()
                 .map(|(sql, types, _, _)| keep_plan(sql, types)),
@@ -244,6 +273,10 @@ fn engine_plan(
         },
         state,
         watermark,
+        Refuse {
+            insert: refuse,
+            row: Storage::of(row_type),
+        },
     ))
 }
 
@@ -303,10 +336,10 @@ fn front_offsets(
 
 /// Writes a statement of several rows by the engine (see `engine`) when the front has one for
 /// the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
-/// time whose window is open against the watermark or fired within its grace (and, with offsets,
-/// an offset and a source, rising through the statement per source); returns the rows counted in
-/// open windows, in fired ones (late) and the duplicates, or `None`, having written nothing,
-/// when the statement goes to the PL/pgSQL function.
+/// time with a window (open against the watermark, fired within its grace, or past it: a refused
+/// row), and, with offsets, an offset and a source, rising through the statement per source;
+/// returns what it wrote, or `None`, having written nothing, when the statement goes to the
+/// PL/pgSQL function.
 ///
 /// # Safety
 /// `trigdata` is the trigger call's.
@@ -314,7 +347,7 @@ unsafe fn write_groups(
     engine: &Engine,
     input: &Input,
     trigdata: *mut pg_sys::TriggerData,
-) -> Option<(i64, i64, i64)> {
+) -> Option<Counts> {
     let (state, watermark_plan) = (&engine.state, &engine.watermark);
     // SAFETY: reads of the trigger's call data and of a backend global.
     let (table, relation) = unsafe {
@@ -388,9 +421,13 @@ unsafe fn write_groups(
                 engine, input, table, pointer, slot, watermark, group_cx, row, &run,
             );
             pg_sys::ExecDropSingleTupleTableSlot(slot);
-            let (rows, late, duplicates) = result?;
-            if duplicates > 0 {
-                run_plan(input.duplicates, &[pg_sys::Datum::from(duplicates)], b" ");
+            let counts = result?;
+            if counts.duplicates > 0 {
+                run_plan(
+                    input.duplicates,
+                    &[pg_sys::Datum::from(counts.duplicates)],
+                    b" ",
+                );
             }
             crate::pg::announce::announce(
                 &input.name,
@@ -400,7 +437,7 @@ unsafe fn write_groups(
                 },
                 watermark,
             );
-            Some((rows, late, duplicates))
+            Some(counts)
         }
     })
 }
@@ -457,9 +494,8 @@ fn write_int(buf: &mut Vec<u8>, v: i64) {
     write!(buf, "{v}").expect("write to a vector");
 }
 
-/// The grouping of a statement's rows and the writes of its groups (see [`write_groups`]):
-/// the rows counted in open windows, those counted in fired windows (late), and the duplicates
-/// (by offset or by the ledger), or `None`, having written nothing.
+/// The grouping of a statement's rows and the writes of its groups and refused rows (see
+/// [`write_groups`]), or `None`, having written nothing.
 ///
 /// # Safety
 /// As [`scan`]; `group_cx` and `row` are memory contexts that outlive the call.
@@ -474,23 +510,35 @@ unsafe fn group_rows(
     group_cx: pg_sys::MemoryContext,
     row: pg_sys::MemoryContext,
     run: &dyn Fn(pg_sys::SPIPlanPtr, &[pg_sys::Datum], bool),
-) -> Option<(i64, i64, i64)> {
+) -> Option<Counts> {
     let plan = &engine.plan;
     // SAFETY: as the caller promises.
     unsafe {
         let mut groups = Groups::new(plan, group_cx);
+        let refused_cx = pgrx::PgMemoryContexts::new("pg_eventtime refused rows");
+        let mut refused = Refused::new(&engine.refuse, refused_cx.value());
+        // A row past its grace has a watermark that refused it.
+        let refusing = || watermark.expect("a window past its grace has a watermark");
         let add = |groups: &mut Groups,
                    values: &[pg_sys::Datum],
                    nulls: &[bool],
-                   (w, late): (Window, bool)| {
+                   w: Window,
+                   state: WindowState| {
             let old = pg_sys::MemoryContextSwitchTo(row);
-            groups.add(values, nulls, w.start, w.end, late);
+            groups.add(values, nulls, w.start, w.end, state == WindowState::Fired);
             pg_sys::MemoryContextSwitchTo(old);
         };
         let reset = |i: usize| {
             if (i + 1).is_multiple_of(super::rows_per_reset()) {
                 pg_sys::MemoryContextReset(row);
             }
+        };
+        // The counts of what was written, once every write is done.
+        let counts = |groups: &Groups, refused: &Refused, counted: i64, duplicates: i64| Counts {
+            accepted: counted - groups.late_rows - refused.written,
+            late: groups.late_rows,
+            refused: refused.written,
+            duplicates,
         };
         // Every pass reads the whole transition table from its start (see [`scan`]).
         let scan_rows = |f: &mut RowFn<'_>| scan(input, table, pointer, slot, watermark, f);
@@ -527,44 +575,49 @@ unsafe fn group_rows(
                 )
             }
         };
-        let mut duplicates = 0i64;
-        let mut counted = 0i64;
         if let (Some(o), Some(committed)) = (&engine.offsets, &committed) {
-            // Every row checked: one pass, written whenever the groups reach the bound.
+            // Every row checked: one pass, groups and refused rows written whenever they reach
+            // their bound.
+            let (mut counted, mut duplicates) = (0i64, 0i64);
             scan_rows(&mut |i, values, nulls, w| {
                 let off = o.offset(values[o.column]);
                 let at_or_below = !committed.is_empty()
                     && committed
                         .get(o.source(values, &mut buf))
                         .is_some_and(|&c| off <= c);
+                let (w, state) = w.expect("checked by the first pass");
                 if at_or_below {
                     duplicates += 1;
+                } else if state == WindowState::Purged {
+                    if refused.full() {
+                        refused.flush(refusing());
+                    }
+                    refused.push_slot(slot);
+                    counted += 1;
                 } else {
                     if groups.full() {
                         groups.flush(run);
                     }
-                    add(
-                        &mut groups,
-                        values,
-                        nulls,
-                        w.expect("checked by the first pass"),
-                    );
+                    add(&mut groups, values, nulls, w, state);
                     counted += 1;
                 }
                 reset(i);
                 true
             });
             groups.flush(run);
-            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
+            if !refused.is_empty() {
+                refused.flush(refusing());
+            }
+            return Some(counts(&groups, &refused, counted, duplicates));
         }
         if let Some(ledger) = &plan.ledger {
             // One pass reads the rows (copied) before anything is written; then their entries go
-            // into the ledger and the kept rows are grouped (see `engine::dedup`).
+            // into the ledger and the kept rows are grouped or refused (see `engine::dedup`).
             let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
             let mut rows = dedup::Rows::new(plan, ledger, rows_cx.value());
             let read = scan_rows(&mut |_, values, nulls, w| match w {
                 Some(w) if !rows.full() => {
-                    rows.push(values, nulls, w);
+                    rows.push(values, nulls, w, slot);
                     true
                 }
                 _ => false,
@@ -578,31 +631,52 @@ unsafe fn group_rows(
                     continue;
                 }
                 // Entries are written: past the bound the groups are written, not handed over.
-                if groups.full() {
-                    groups.flush(run);
+                let (values, nulls, (w, state)) = rows.row(r);
+                match rows.refused_row(r) {
+                    Some(doc) => {
+                        if refused.full() {
+                            refused.flush(refusing());
+                        }
+                        refused.push(doc);
+                    }
+                    None => {
+                        if groups.full() {
+                            groups.flush(run);
+                        }
+                        add(&mut groups, values, nulls, w, state);
+                    }
                 }
-                let (values, nulls, w) = rows.row(r);
-                add(&mut groups, values, nulls, w);
                 counted += 1;
                 reset(r);
             }
             groups.flush(run);
+            if !refused.is_empty() {
+                refused.flush(refusing());
+            }
             let duplicates = rows.len() as i64 - counted;
+            let counts = counts(&groups, &refused, counted, duplicates);
             drop(rows);
             drop(rows_cx);
-            return Some((counted - groups.late_rows, groups.late_rows, duplicates));
+            return Some(counts);
         }
         // One pass: every row must be one the engine takes before anything is written, and the
-        // groups must stay within the bound. A statement of more groups goes to SQL, whose
-        // grouping spills to disk past `work_mem`: written in parts, each key of such a
-        // statement would be upserted once per part it has rows in (twice as many writes for
-        // keys seen twice), where SQL writes each group once.
+        // groups and refused rows must stay within their bounds. A statement of more groups goes
+        // to SQL, whose grouping spills to disk past `work_mem`: written in parts, each key of
+        // such a statement would be upserted once per part it has rows in (twice as many writes
+        // for keys seen twice), where SQL writes each group once.
         let ok = scan_rows(&mut |i, values, nulls, w| {
-            let Some(w) = w else { return false };
-            if groups.full() {
-                return false;
+            let Some((w, state)) = w else { return false };
+            if state == WindowState::Purged {
+                if refused.full() {
+                    return false;
+                }
+                refused.push_slot(slot);
+            } else {
+                if groups.full() {
+                    return false;
+                }
+                add(&mut groups, values, nulls, w, state);
             }
-            add(&mut groups, values, nulls, w);
             reset(i);
             true
         });
@@ -610,21 +684,25 @@ unsafe fn group_rows(
             return None;
         }
         groups.flush(run);
+        if !refused.is_empty() {
+            refused.flush(refusing());
+        }
         let rows = pg_sys::tuplestore_tuple_count(table);
-        Some((rows - groups.late_rows, groups.late_rows, 0))
+        Some(counts(&groups, &refused, rows, 0))
     }
 }
 
-/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, its window
-/// and whether that window has fired (its rows are late); false stops the scan.
-type RowFn<'a> = dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<(Window, bool)>) -> bool + 'a;
+/// What [`scan`] calls for each row: its index, the front columns' values and NULLs, and its
+/// window with that window's state (`None`: no event time, or no window); false stops the scan.
+type RowFn<'a> =
+    dyn FnMut(usize, &[pg_sys::Datum], &[bool], Option<(Window, WindowState)>) -> bool + 'a;
 
 /// Reads the transition table `table` from its start through read pointer `pointer`, and calls
 /// `f` with each row's index, the front columns' values and NULLs, and its window when it has an
-/// event time whose window is open or fired against `watermark` and `lateness` (the landing rule,
-/// `core::landing::window_state`), with whether it fired (`None` otherwise: no event time, no
-/// window, or a purged window); stops when `f` returns false, and returns whether it read every
-/// row.
+/// event time with a window, with that window's state against `watermark` and `lateness` (the
+/// landing rule, `core::landing::window_state`: open, fired within its grace, or past it); the
+/// row itself is in `slot` during the call. Stops when `f` returns false, and returns whether it
+/// read every row.
 ///
 /// # Safety
 /// `table` is the statement's transition table, `pointer` a read pointer of it, `slot` a slot
@@ -658,12 +736,11 @@ unsafe fn scan(
             let w = (!nulls[input.event_time])
                 .then(|| window_of(&input.window, values[input.event_time].value() as i64))
                 .flatten()
-                .and_then(|w| {
-                    match crate::core::landing::window_state(w.end, input.lateness, watermark) {
-                        WindowState::Open => Some((w, false)),
-                        WindowState::Fired => Some((w, true)),
-                        WindowState::Purged => None,
-                    }
+                .map(|w| {
+                    (
+                        w,
+                        crate::core::landing::window_state(w.end, input.lateness, watermark),
+                    )
                 });
             if !f(i, &values, &nulls, w) {
                 ok = false;

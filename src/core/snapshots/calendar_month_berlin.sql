@@ -335,6 +335,10 @@ SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history
 RETURNING 1
 )
 SELECT count(*) FROM late_versions;
+/* pg_eventtime ingest, refused rows */
+INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
+SELECT t."store", t."order_id", t."ordered_at", pg_catalog.to_jsonb(t.*) - '_et_window_start' - '_et_window_end', w.window_start, w.window_end, w.window_end + interval '24:00:00.000000', $2::timestamptz
+FROM pg_catalog.unnest($1) t CROSS JOIN LATERAL _eventtime.calendar(t."ordered_at", 1, 1, true, 0, 'Europe/Berlin') w;
 /* pg_eventtime ingest, event ids of open windows */
 INSERT INTO _eventtime."p7_ids" AS i (window_start, "store", event_id)
 SELECT u.c0, u.c1, u.c2 FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(c0, c1, c2)

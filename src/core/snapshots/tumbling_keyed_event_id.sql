@@ -335,6 +335,10 @@ SELECT m._et_n, m."_et_a0", m."_et_a1", m."_et_a1_n" FROM _eventtime."p7_history
 RETURNING 1
 )
 SELECT count(*) FROM late_versions;
+/* pg_eventtime ingest, refused rows */
+INSERT INTO _eventtime."p7_refused" ("store", event_id, event_time, "row", window_start, window_end, deadline, watermark)
+SELECT t."store", t."order_id", t."ordered_at", pg_catalog.to_jsonb(t.*) - '_et_window_start' - '_et_window_end', w.window_start, w.window_end, w.window_end + interval '24:00:00.000000', $2::timestamptz
+FROM pg_catalog.unnest($1) t CROSS JOIN LATERAL (SELECT x.s AS window_start, x.s + interval '24:00:00.000000' AS window_end FROM (SELECT _eventtime.tumble_start(t."ordered_at", 86400000000, -946684800000000) AS s) x) w;
 /* pg_eventtime ingest, event ids of open windows */
 INSERT INTO _eventtime."p7_ids" AS i (window_start, "store", event_id)
 SELECT u.c0, u.c1, u.c2 FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(c0, c1, c2)

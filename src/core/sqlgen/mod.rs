@@ -1049,6 +1049,7 @@ mod tests {
                     [
                         d.ingest_groups_statement(),
                         d.ingest_late_groups_statement(),
+                        d.ingest_refused_rows_statement(),
                     ]
                     .into_iter()
                     .chain(d.ingest_ledger_statement())

@@ -185,6 +185,35 @@ impl PipelineDef {
         )
     }
 
+    /// The statement the engine runs for the rows of a statement past their window's grace
+    /// (`engine`): `$1` the rows, an array of the source's row type, and `$2` the watermark that
+    /// refused them. Each becomes a refused row as the statement for many rows writes it: its
+    /// window computed from its event time by the same assignment, its document the row as
+    /// `jsonb`. Kinds whose rows have several windows have no engine, so each row is one refused
+    /// row here.
+    pub fn ingest_refused_rows_statement(&self) -> String {
+        let et = quote_ident(&self.event_time);
+        let eid = match &self.event_id {
+            Some(c) => format!("t.{}", quote_ident(&c.name)),
+            None => "NULL::text".to_string(),
+        };
+        format!(
+            "/* pg_eventtime ingest, refused rows */\n{}",
+            self.refused_insert(
+                &format!(
+                    "{kt}{eid}, t.{et}, pg_catalog.to_jsonb(t.*) - '{WINDOW_START_COLUMN}' - '{WINDOW_END_COLUMN}'",
+                    kt = prefix(&self.key_names(Some("t"))),
+                ),
+                ("w.window_start", "w.window_end"),
+                "$2::timestamptz",
+                &format!(
+                    "FROM pg_catalog.unnest($1) t CROSS JOIN LATERAL {} w",
+                    self.windows_of(&format!("t.{et}"))
+                ),
+            )
+        )
+    }
+
     /// The statement the engine runs for the event ids of a part of a statement whose rows are
     /// all in open windows, with the pipeline's own ledger: parameter `$j` is the array of column
     /// `j` (window start, keys, event id; see [`Self::front_ledger_types`]), inserted into the

@@ -2,8 +2,8 @@
 -- several rows, open and late, is grouped in the trigger's own code, its late groups upserted
 -- into their windows' late rows and written as late versions in one statement. What it leaves
 -- must be what the SQL path leaves for the same rows (under REPEATABLE READ, which the engine
--- leaves to SQL): versions, their numbers and watermarks, counts, with and without event ids. A
--- statement with a row past its grace goes to SQL whole.
+-- leaves to SQL): versions, their numbers and watermarks, counts, refused rows, with and without
+-- event ids. A statement with a row past its grace is the engine's too: it refuses that row.
 \i include/setup.sql
 
 CREATE TABLE elt_a (store text, id bigint, qty int, at timestamptz);
@@ -47,8 +47,8 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT e.* FROM generate_series(1, 4) s, pg_temp.elt_load(s, ARRAY['elt_b', 'elt_d']) e;
 COMMIT;
 
--- The watermark moves on: the first hour is now past its grace; a statement with a row of it
--- goes to SQL whole, and refuses that row.
+-- The watermark moves on: the first hour is now past its grace; a statement with a row of it is
+-- the engine's, and refuses that row.
 SELECT p, (eventtime.advance_watermark(p, '2026-05-01 04:30+00')).windows_fired FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p;
 BEGIN;
 SET LOCAL track_functions = 'pl';
@@ -90,3 +90,39 @@ SELECT count(*) AS differ FROM (
    EXCEPT ALL
    SELECT store, window_start, n, qty, top FROM elt_c_latest)) d;
 SELECT count(*) AS refused FROM elt_c_refused;
+
+-- Every window is now past its grace: a redelivery of statement 5 is refused whole, by the engine
+-- as by SQL. With ids, the rows refused before are duplicates (a refused row's id is in the
+-- ledger, on both paths alike).
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_a', 'elt_c']);
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_b', 'elt_d']);
+COMMIT;
+-- The same refused rows on both paths: keys, ids, event times, documents, windows, deadlines and
+-- refusing watermarks.
+CREATE FUNCTION pg_temp.elt_refused_differ(x text, y text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM ((SELECT store, event_id, event_time, "row", window_start, window_end, deadline, watermark FROM %1$I
+                   EXCEPT ALL SELECT store, event_id, event_time, "row", window_start, window_end, deadline, watermark FROM %2$I)
+                  UNION ALL (SELECT store, event_id, event_time, "row", window_start, window_end, deadline, watermark FROM %2$I
+                   EXCEPT ALL SELECT store, event_id, event_time, "row", window_start, window_end, deadline, watermark FROM %1$I)) d',
+                 x || '_refused', y || '_refused') INTO n;
+  RETURN n;
+END $$;
+SELECT pg_temp.elt_refused_differ('elt_a', 'elt_b') AS with_ids_differ, pg_temp.elt_refused_differ('elt_c', 'elt_d') AS without_ids_differ;
+SELECT p, (SELECT refused FROM eventtime.pipelines WHERE name = p) AS refused,
+       (SELECT duplicates FROM eventtime.pipelines WHERE name = p) AS duplicates
+FROM unnest(ARRAY['elt_a', 'elt_b', 'elt_c', 'elt_d']) p ORDER BY p;
+-- A refused row keeps the source's row as it was when it arrived: columns added, then dropped,
+-- after the engine kept its statement in this session.
+ALTER TABLE elt_c ADD COLUMN note text DEFAULT 'n';
+INSERT INTO elt_c VALUES ('z', 1, 1, '2026-05-01 00:10+00'), ('z', 2, 2, '2026-05-01 00:20+00');
+ALTER TABLE elt_c DROP COLUMN note;
+INSERT INTO elt_c VALUES ('z', 3, 3, '2026-05-01 00:30+00'), ('z', 4, 4, '2026-05-01 00:40+00');
+SELECT event_time, "row", window_start, deadline FROM elt_c_refused WHERE store = 'z' ORDER BY event_time;

@@ -52,6 +52,17 @@ SELECT store, n, total FROM of_daily_latest ORDER BY store;
 SELECT * FROM eventtime.ingest('of_daily', '{"part": 0, "off": 4, "store": "a", "amount": 10, "at": "2026-01-01 13:00+00"}');
 SELECT * FROM eventtime.ingest('of_daily', '{"part": 0, "off": 4, "store": "a", "amount": 10, "at": "2026-01-01 13:00+00"}');
 SELECT store, version, n, total FROM of_daily_history ORDER BY store, version;
+-- A statement with a row past its grace, at new offsets, beside a redelivery: the engine takes it
+-- (no PL/pgSQL function runs), refuses that row and counts the redelivery as a duplicate.
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT * FROM eventtime.ingest('of_daily', '[{"part": 0, "off": 4, "store": "a", "amount": 10, "at": "2026-01-01 13:00+00"},
+                                             {"part": 0, "off": 5, "store": "a", "amount": 7, "at": "2025-12-31 13:00+00"},
+                                             {"part": 0, "off": 6, "store": "c", "amount": 8, "at": "2026-01-02 14:00+00"}]');
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'of_daily';
+COMMIT;
+SELECT store, event_time, "row", window_start, window_end, watermark FROM of_daily_refused ORDER BY event_time;
 -- The watermark's sources and the offsets' sources are named alike, and listed side by side.
 SELECT windows_fired FROM eventtime.advance_watermark('of_daily', '2026-01-02 00:00+00', '0');
 SELECT source, watermark, "offset" FROM eventtime.sources WHERE pipeline = 'of_daily' ORDER BY source;
