@@ -135,16 +135,20 @@ impl<'a> Rows<'a> {
         self.windows[r].0.start
     }
 
-    /// Writes the rows' entries into the ledger and returns, per row, whether it is kept (its
-    /// id new, or NULL) rather than a duplicate.
+    /// Writes the entries of the rows not `skipped` (a duplicate by its offset, with offsets)
+    /// into the ledger and returns, per row, whether it is kept (not skipped, its id new or NULL)
+    /// rather than a duplicate.
     ///
     /// # Safety
     /// Runs the kept insert through SPI, as the pipeline's owner (the caller's identity).
-    pub unsafe fn kept(&self) -> Vec<bool> {
+    pub unsafe fn kept(&self, skipped: Option<&[bool]>) -> Vec<bool> {
         let ledger = self.ledger;
         let id = ledger.id.column;
-        let mut kept = vec![true; self.len()];
-        let mut order: Vec<usize> = (0..self.len()).filter(|&r| !self.row(r).1[id]).collect();
+        let skip = |r: usize| skipped.is_some_and(|s| s[r]);
+        let mut kept: Vec<bool> = (0..self.len()).map(|r| !skip(r)).collect();
+        let mut order: Vec<usize> = (0..self.len())
+            .filter(|&r| !skip(r) && !self.row(r).1[id])
+            .collect();
         if order.is_empty() {
             return kept;
         }

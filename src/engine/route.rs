@@ -72,16 +72,12 @@ pub struct Counts {
 impl Engine {
     /// The engine of pipeline `p`, whose trigger reads `names`, of the source's `attributes`
     /// (number, type, collation); `None` when it cannot take the pipeline's statements: a key or
-    /// aggregate needs what the engine does not have, both a ledger and offsets (the PL/pgSQL
-    /// function takes every statement), or offsets it cannot read.
+    /// aggregate needs what the engine does not have, or offsets it cannot read.
     pub fn new(
         p: &catalog::Pipeline,
         names: &[&str],
         attributes: &[(i16, pg_sys::Oid, pg_sys::Oid)],
     ) -> Option<Engine> {
-        if p.def.ledger().is_some() && p.def.offsets.is_some() {
-            return None;
-        }
         let (plan, state, watermark, refuse) = engine_plan(p, names, attributes)?;
         let mut engine = Engine {
             plan,
@@ -543,90 +539,17 @@ unsafe fn group_rows(
         // Every pass reads the whole transition table from its start (see [`scan`]).
         let scan_rows = |f: &mut RowFn<'_>| scan(input, table, pointer, slot, watermark, f);
         let mut buf = Vec::new();
-        // With offsets, a first pass checks every row and scans the offsets; the claim then moves
-        // them (nothing is written before it), and the grouping skips the rows at or below their
-        // source's offset committed before.
-        let committed: Option<HashMap<Vec<u8>, i64>> = match &engine.offsets {
-            None => None,
-            Some(o) => {
-                let mut seen = crate::api::offsets::Scan::default();
-                let ok = scan_rows(&mut |_, values, nulls, w| {
-                    let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
-                    if w.is_none() || nulls[o.column] || source_null {
-                        return false;
-                    }
-                    seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
-                    true
-                });
-                let sources = seen.result();
-                if !ok || sources.iter().any(|s| !s.rising) {
-                    return None;
-                }
-                let json = serde_json::to_string(&sources).expect("scan serializes");
-                let claim = json.as_str().into_datum().expect("text datum");
-                let previous = run_plan_text(o.claim, &[claim]);
-                Some(
-                    previous
-                        .and_then(|p| serde_json::from_str::<HashMap<String, i64>>(&p).ok())
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k.into_bytes(), v))
-                        .collect(),
-                )
-            }
-        };
-        if let (Some(o), Some(committed)) = (&engine.offsets, &committed) {
-            // Every row checked: one pass, groups and refused rows written whenever they reach
-            // their bound.
-            let (mut counted, mut duplicates) = (0i64, 0i64);
-            scan_rows(&mut |i, values, nulls, w| {
-                let off = o.offset(values[o.column]);
-                let at_or_below = !committed.is_empty()
-                    && committed
-                        .get(o.source(values, &mut buf))
-                        .is_some_and(|&c| off <= c);
-                let (w, state) = w.expect("checked by the first pass");
-                if at_or_below {
-                    duplicates += 1;
-                } else if state == WindowState::Purged {
-                    if refused.full() {
-                        refused.flush(refusing());
-                    }
-                    refused.push_slot(slot);
-                    counted += 1;
-                } else {
-                    if groups.full() {
-                        groups.flush(run);
-                    }
-                    add(&mut groups, values, nulls, w, state);
-                    counted += 1;
-                }
-                reset(i);
-                true
-            });
-            groups.flush(run);
-            if !refused.is_empty() {
-                refused.flush(refusing());
-            }
-            return Some(counts(&groups, &refused, counted, duplicates));
-        }
-        if let Some(ledger) = &plan.ledger {
-            // One pass reads the rows (copied) before anything is written; then their entries go
-            // into the ledger and the kept rows are grouped or refused (see `engine::dedup`).
-            let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
-            let mut rows = dedup::Rows::new(plan, ledger, rows_cx.value());
-            let read = scan_rows(&mut |_, values, nulls, w| match w {
-                Some(w) if !rows.full() => {
-                    rows.push(values, nulls, w, slot);
-                    true
-                }
-                _ => false,
-            });
-            if !read || rows.full() {
-                return None;
-            }
+        // With the pipeline's own ledger, the rows are read (copied) before anything is written;
+        // then their entries go into the ledger and the kept rows are grouped or refused (see
+        // `engine::dedup`).
+        let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
+        let mut rows = plan
+            .ledger
+            .as_ref()
+            .map(|l| dedup::Rows::new(plan, l, rows_cx.value()));
+        let mut write_rows = |rows: &dedup::Rows, skipped: Option<&[bool]>| -> Counts {
             let mut counted = 0i64;
-            for (r, kept) in rows.kept().into_iter().enumerate() {
+            for (r, kept) in rows.kept(skipped).into_iter().enumerate() {
                 if !kept {
                     continue;
                 }
@@ -653,11 +576,106 @@ unsafe fn group_rows(
             if !refused.is_empty() {
                 refused.flush(refusing());
             }
-            let duplicates = rows.len() as i64 - counted;
-            let counts = counts(&groups, &refused, counted, duplicates);
-            drop(rows);
-            drop(rows_cx);
-            return Some(counts);
+            counts(&groups, &refused, counted, rows.len() as i64 - counted)
+        };
+        // With offsets, a first pass checks every row and scans the offsets (and, with the
+        // ledger, copies the rows); the claim then moves them (nothing is written before it), and
+        // the rows at or below their source's offset committed before are duplicates, whatever
+        // their ids.
+        let committed: Option<HashMap<Vec<u8>, i64>> = match &engine.offsets {
+            None => None,
+            Some(o) => {
+                let mut seen = crate::api::offsets::Scan::default();
+                let ok = scan_rows(&mut |_, values, nulls, w| {
+                    let source_null = o.source.is_some_and(|(i, _)| nulls[i]);
+                    let Some(w) = w else { return false };
+                    if nulls[o.column] || source_null {
+                        return false;
+                    }
+                    if let Some(rows) = rows.as_mut() {
+                        if rows.full() {
+                            return false;
+                        }
+                        rows.push(values, nulls, w, slot);
+                    }
+                    seen.add(o.source(values, &mut buf), o.offset(values[o.column]));
+                    true
+                });
+                let sources = seen.result();
+                if !ok
+                    || rows.as_ref().is_some_and(|r| r.full())
+                    || sources.iter().any(|s| !s.rising)
+                {
+                    return None;
+                }
+                let json = serde_json::to_string(&sources).expect("scan serializes");
+                let claim = json.as_str().into_datum().expect("text datum");
+                let previous = run_plan_text(o.claim, &[claim]);
+                Some(
+                    previous
+                        .and_then(|p| serde_json::from_str::<HashMap<String, i64>>(&p).ok())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k.into_bytes(), v))
+                        .collect(),
+                )
+            }
+        };
+        if let (Some(o), Some(committed)) = (&engine.offsets, &committed) {
+            let at_or_below = |values: &[pg_sys::Datum], buf: &mut Vec<u8>| {
+                let off = o.offset(values[o.column]);
+                !committed.is_empty()
+                    && committed
+                        .get(o.source(values, buf))
+                        .is_some_and(|&c| off <= c)
+            };
+            if let Some(rows) = &rows {
+                let skipped: Vec<bool> = (0..rows.len())
+                    .map(|r| at_or_below(rows.row(r).0, &mut buf))
+                    .collect();
+                return Some(write_rows(rows, Some(&skipped)));
+            }
+            // Every row checked: one pass, groups and refused rows written whenever they reach
+            // their bound.
+            let (mut counted, mut duplicates) = (0i64, 0i64);
+            scan_rows(&mut |i, values, nulls, w| {
+                let (w, state) = w.expect("checked by the first pass");
+                if at_or_below(values, &mut buf) {
+                    duplicates += 1;
+                } else if state == WindowState::Purged {
+                    if refused.full() {
+                        refused.flush(refusing());
+                    }
+                    refused.push_slot(slot);
+                    counted += 1;
+                } else {
+                    if groups.full() {
+                        groups.flush(run);
+                    }
+                    add(&mut groups, values, nulls, w, state);
+                    counted += 1;
+                }
+                reset(i);
+                true
+            });
+            groups.flush(run);
+            if !refused.is_empty() {
+                refused.flush(refusing());
+            }
+            return Some(counts(&groups, &refused, counted, duplicates));
+        }
+        if let Some(rows) = rows.as_mut() {
+            let read = scan_rows(&mut |_, values, nulls, w| match w {
+                Some(w) if !rows.full() => {
+                    rows.push(values, nulls, w, slot);
+                    true
+                }
+                _ => false,
+            });
+            if !read || rows.full() {
+                return None;
+            }
+            return Some(write_rows(rows, None));
         }
         // One pass: every row must be one the engine takes before anything is written, and the
         // groups and refused rows must stay within their bounds. A statement of more groups goes

@@ -113,6 +113,62 @@ SELECT * FROM eventtime.ingest('of_single_daily', '{"off": 4, "id": 50, "v": 100
 SELECT windows_fired FROM eventtime.advance_watermark('of_single_daily', 'infinity');
 SELECT window_start, n, total FROM of_single_daily_latest;
 
+-- Event ids and offsets in statements of several rows: the engine takes them (no PL/pgSQL
+-- function runs) and leaves what SQL leaves (of_multi_sql, fed the same statements under
+-- REPEATABLE READ, which the engine leaves to SQL): a row at or below its source's committed
+-- offset is a duplicate whatever its id, one at a new offset with an id seen before is one too,
+-- and a row past its grace is refused, its id kept.
+CREATE TABLE of_multi (part int, off bigint, id bigint, v int, at timestamptz);
+CREATE TABLE of_multi_sql (LIKE of_multi);
+SELECT eventtime.create_pipeline(name => p, source => p::regclass, event_time => 'at',
+    window_size => '1 day', allowed_lateness => '1 day', event_id => 'id', offset_column => 'off',
+    source_column => 'part', aggregates => 'count(*) AS n, sum(v) AS total')
+FROM unnest(ARRAY['of_multi', 'of_multi_sql']) p;
+CREATE TABLE of_multi_stmts (stmt int, rows jsonb);
+INSERT INTO of_multi_stmts VALUES
+  (1, '[{"part": 0, "off": 1, "id": 1, "v": 1, "at": "2026-01-01 10:00+00"}, {"part": 0, "off": 2, "id": 2, "v": 2, "at": "2026-01-01 11:00+00"},
+        {"part": 0, "off": 3, "id": 3, "v": 3, "at": "2025-12-31 11:00+00"}, {"part": 1, "off": 1, "id": 4, "v": 4, "at": "2026-01-02 11:00+00"}]'),
+  (2, '[{"part": 0, "off": 3, "id": 9, "v": 90, "at": "2026-01-01 10:00+00"}, {"part": 0, "off": 4, "id": 2, "v": 20, "at": "2026-01-01 11:00+00"},
+        {"part": 0, "off": 5, "id": 6, "v": 6, "at": "2026-01-02 10:00+00"}, {"part": 1, "off": 2, "id": 7, "v": 7, "at": "2026-01-02 12:00+00"}]'),
+  (3, '[{"part": 0, "off": 6, "id": 8, "v": 8, "at": "2025-12-31 12:00+00"}, {"part": 0, "off": 7, "id": 10, "v": 10, "at": "2026-01-01 12:00+00"},
+        {"part": 0, "off": 8, "id": 8, "v": 80, "at": "2025-12-31 12:00+00"}, {"part": 1, "off": 2, "id": 11, "v": 110, "at": "2026-01-02 13:00+00"},
+        {"part": 1, "off": 3, "id": 12, "v": 12, "at": "2026-01-02 13:00+00"}]');
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT stmt, i.* FROM of_multi_stmts, eventtime.ingest('of_multi', rows) i WHERE stmt < 3 ORDER BY stmt;
+SELECT windows_fired FROM eventtime.advance_watermark('of_multi', '2026-01-03 00:00+00');
+SELECT stmt, i.* FROM of_multi_stmts, eventtime.ingest('of_multi', rows) i WHERE stmt = 3;
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'of_multi';
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT stmt, i.* FROM of_multi_stmts, eventtime.ingest('of_multi_sql', rows) i WHERE stmt = 1;
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT stmt, i.* FROM of_multi_stmts, eventtime.ingest('of_multi_sql', rows) i WHERE stmt = 2;
+COMMIT;
+SELECT windows_fired FROM eventtime.advance_watermark('of_multi_sql', '2026-01-03 00:00+00');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT stmt, i.* FROM of_multi_stmts, eventtime.ingest('of_multi_sql', rows) i WHERE stmt = 3;
+COMMIT;
+SELECT p, (eventtime.advance_watermark(p, 'infinity')).windows_fired FROM unnest(ARRAY['of_multi', 'of_multi_sql']) p;
+SELECT window_start, version, kind, n, total FROM of_multi_history ORDER BY window_start, version;
+SELECT count(*) AS differ FROM (
+  (SELECT window_start, version, kind, watermark, n, total FROM of_multi_history
+   EXCEPT ALL SELECT window_start, version, kind, watermark, n, total FROM of_multi_sql_history)
+  UNION ALL
+  (SELECT window_start, version, kind, watermark, n, total FROM of_multi_sql_history
+   EXCEPT ALL SELECT window_start, version, kind, watermark, n, total FROM of_multi_history)) d;
+SELECT event_id, event_time, "row" ->> 'off' AS off, window_start, watermark FROM of_multi_refused ORDER BY event_id;
+SELECT count(*) AS differ FROM (
+  (SELECT event_id, event_time, "row", window_start, deadline, watermark FROM of_multi_refused
+   EXCEPT ALL SELECT event_id, event_time, "row", window_start, deadline, watermark FROM of_multi_sql_refused)
+  UNION ALL
+  (SELECT event_id, event_time, "row", window_start, deadline, watermark FROM of_multi_sql_refused
+   EXCEPT ALL SELECT event_id, event_time, "row", window_start, deadline, watermark FROM of_multi_refused)) d;
+SELECT pipeline, source, "offset" FROM eventtime.sources WHERE pipeline LIKE 'of_multi%' ORDER BY 1, 2;
+SELECT name, duplicates FROM eventtime.pipelines WHERE name LIKE 'of_multi%' ORDER BY 1;
+
 -- What create_pipeline refuses.
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline('of_bad', 'of_events', 'at', '1 day', offset_column => 'store')$$);
 SELECT pg_temp.try($$SELECT eventtime.create_pipeline('of_bad', 'of_events', 'at', '1 day', offset_column => 'nope')$$);
@@ -125,4 +181,6 @@ SELECT eventtime.drop_pipeline('of_daily');
 SELECT eventtime.drop_pipeline('of_hop');
 SELECT eventtime.drop_pipeline('of_sess');
 SELECT eventtime.drop_pipeline('of_single_daily');
+SELECT eventtime.drop_pipeline('of_multi');
+SELECT eventtime.drop_pipeline('of_multi_sql');
 SELECT count(*) AS left_over FROM pg_tables WHERE schemaname = '_eventtime' AND tablename LIKE '%offsets';
