@@ -31,7 +31,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 
 use crate::core::sqlgen::COLLECT_COUNTS;
-use crate::engine::route::{window_of, Engine, Input};
+use crate::engine::route::{window_of, Counts, Engine, Input};
 use crate::pg::catalog;
 use crate::pg::error::EtError;
 use crate::pg::plans::{keep_plan, run_plan};
@@ -100,10 +100,29 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
             forget(fn_oid);
             front = front_of(fn_oid, trigdata);
         }
+        // Statements of several rows go to the engine; one of a single row to the path for one
+        // row on time, and to the engine when that path cannot take it (nothing written).
         let written = front
             .engine
             .as_ref()
-            .and_then(|e| e.write(&front.input, trigdata));
+            .and_then(|e| e.write(&front.input, trigdata, 2));
+        let written = match written {
+            Some(c) => Some(c),
+            None => match write_one_row(&front, trigdata) {
+                Some(Wrote::Accepted) => Some(Counts {
+                    accepted: 1,
+                    ..Default::default()
+                }),
+                Some(Wrote::Duplicate) => Some(Counts {
+                    duplicates: 1,
+                    ..Default::default()
+                }),
+                None => front
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.write(&front.input, trigdata, 1)),
+            },
+        };
         if let Some(c) = written {
             if collects_counts() {
                 super::ingest::note_statement_counts(
@@ -112,22 +131,6 @@ pub unsafe extern "C-unwind" fn eventtime_ingest_front(
                     c.late,
                     c.refused,
                     c.duplicates,
-                );
-            }
-            return pg_sys::Datum::from(0);
-        }
-        if let Some(wrote) = write_one_row(&front, trigdata) {
-            let (accepted, duplicates) = match wrote {
-                Wrote::Accepted => (1, 0),
-                Wrote::Duplicate => (0, 1),
-            };
-            if collects_counts() {
-                super::ingest::note_statement_counts(
-                    front.input.pipeline,
-                    accepted,
-                    0,
-                    0,
-                    duplicates,
                 );
             }
             // An AFTER trigger's result is ignored; as PL/pgSQL's `RETURN NULL`, a null pointer.

@@ -115,7 +115,9 @@ impl Engine {
         }
     }
 
-    /// Writes a statement of several rows, as [`write_groups`] tells.
+    /// Writes a statement of at least `least` rows, as [`write_groups`] tells: the front asks
+    /// for statements of several rows first, and for one of a single row when its own path for
+    /// one row on time cannot take it (a late or refused row, or offsets to claim).
     ///
     /// # Safety
     /// `trigdata` is the trigger call's, of a trigger on a table of `input`'s pipeline.
@@ -123,9 +125,10 @@ impl Engine {
         &self,
         input: &Input,
         trigdata: *mut pg_sys::TriggerData,
+        least: i64,
     ) -> Option<Counts> {
         // SAFETY: as the caller promises.
-        unsafe { write_groups(self, input, trigdata) }
+        unsafe { write_groups(self, input, trigdata, least) }
     }
 }
 
@@ -330,8 +333,8 @@ fn front_offsets(
     })
 }
 
-/// Writes a statement of several rows by the engine (see `engine`) when the front has one for
-/// the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
+/// Writes a statement of at least `least` rows (and at least one) by the engine (see `engine`)
+/// when the front has one for the pipeline, under READ COMMITTED, on the source table itself, and every row has an event
 /// time with a window (open against the watermark, fired within its grace, or past it: a refused
 /// row), and, with offsets, an offset and a source, rising through the statement per source;
 /// returns what it wrote, or `None`, having written nothing, when the statement goes to the
@@ -343,6 +346,7 @@ unsafe fn write_groups(
     engine: &Engine,
     input: &Input,
     trigdata: *mut pg_sys::TriggerData,
+    least: i64,
 ) -> Option<Counts> {
     let (state, watermark_plan) = (&engine.state, &engine.watermark);
     // SAFETY: reads of the trigger's call data and of a backend global.
@@ -356,7 +360,7 @@ unsafe fn write_groups(
     unsafe {
         if table.is_null()
             || (*relation).rd_id != input.source
-            || pg_sys::tuplestore_tuple_count(table) < 2
+            || pg_sys::tuplestore_tuple_count(table) < least.max(1)
         {
             return None;
         }

@@ -126,3 +126,34 @@ INSERT INTO elt_c VALUES ('z', 1, 1, '2026-05-01 00:10+00'), ('z', 2, 2, '2026-0
 ALTER TABLE elt_c DROP COLUMN note;
 INSERT INTO elt_c VALUES ('z', 3, 3, '2026-05-01 00:30+00'), ('z', 4, 4, '2026-05-01 00:40+00');
 SELECT event_time, "row", window_start, deadline FROM elt_c_refused WHERE store = 'z' ORDER BY event_time;
+
+-- Statements of one row that the path for one row on time cannot take (a late row, a refused
+-- row, redeliveries into a fired window and of a refused row) are the engine's too, and leave
+-- what SQL leaves (elt_t, the same statements under REPEATABLE READ).
+CREATE TABLE elt_s (LIKE elt_a);
+CREATE TABLE elt_t (LIKE elt_a);
+SELECT eventtime.create_pipeline(name => p, source => p::regclass, event_time => 'at', event_id => 'id',
+    key => ARRAY['store'], window_size => '1 hour', allowed_lateness => '1 hour',
+    aggregates => 'count(*) AS n, sum(qty) AS qty, max(qty) AS top')
+FROM unnest(ARRAY['elt_s', 'elt_t']) p;
+CREATE TABLE elt_one (n int, store text, id bigint, qty int, at timestamptz);
+INSERT INTO elt_one VALUES (1, 'a', 1, 1, '2026-05-01 00:10+00'), (2, 'a', 2, 2, '2026-05-01 01:10+00'),
+  (3, 'b', 3, 3, '2026-05-01 02:10+00'), (4, 'a', 4, 4, '2026-05-01 01:20+00'), (5, 'a', 5, 5, '2026-05-01 00:20+00'),
+  (6, 'a', 2, 20, '2026-05-01 01:10+00'), (7, 'a', 5, 50, '2026-05-01 00:20+00'), (8, 'b', 8, 8, '2026-05-01 02:30+00');
+SELECT p, i.* FROM unnest(ARRAY['elt_s', 'elt_t']) p,
+  LATERAL eventtime.ingest(p, (SELECT jsonb_agg(to_jsonb(o) - 'n') FROM elt_one o WHERE o.n <= 3)) i;
+SELECT p, (eventtime.advance_watermark(p, '2026-05-01 02:00+00')).windows_fired FROM unnest(ARRAY['elt_s', 'elt_t']) p;
+BEGIN;
+SET LOCAL track_functions = 'pl';
+SELECT o.n, i.* FROM (SELECT * FROM elt_one WHERE n > 3 ORDER BY n) o,
+  LATERAL eventtime.ingest('elt_s', to_jsonb(o) - 'n') i;
+SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
+JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'elt_s';
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT o.n, i.* FROM (SELECT * FROM elt_one WHERE n > 3 ORDER BY n) o,
+  LATERAL eventtime.ingest('elt_t', to_jsonb(o) - 'n') i;
+COMMIT;
+SELECT store, window_start, version, kind, n, qty FROM elt_s_history ORDER BY window_start, store, version;
+SELECT pg_temp.elt_differ('elt_s', 'elt_t') AS versions_differ, pg_temp.elt_refused_differ('elt_s', 'elt_t') AS refused_differ;
+SELECT name, refused, duplicates FROM eventtime.pipelines WHERE name IN ('elt_s', 'elt_t') ORDER BY name;
