@@ -2,8 +2,9 @@
 //! dedups (by offsets or by the ledger, `dedup`), groups (`Groups`) and writes them.
 //!
 //! The trigger's front (`api::front`) calls [`Engine::write`] first for a statement of several
-//! rows; `None` means nothing was written, and the front goes on (one row of its own, or the
-//! PL/pgSQL function). What the engine keeps for a pipeline, for the backend's life, is an
+//! rows; `None` means nothing was written, and the front goes on: a statement of one row to its
+//! own path for one row on time, then, when that path wrote nothing (a late or refused row, a
+//! NULL id, offsets to claim), to the engine again, and last to the PL/pgSQL function. What the engine keeps for a pipeline, for the backend's life, is an
 //! [`Engine`]; what it reads from a row, shared with the front, an [`Input`].
 
 use std::collections::HashMap;
