@@ -47,19 +47,10 @@ impl<'a> Refused<'a> {
         }
     }
 
-    /// Rows held, not yet written.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// Whether no more rows are held: [`MAX_ROWS`] of them, or `work_mem` of copies.
     pub fn full(&self) -> bool {
         // SAFETY: reads the size of a live memory context and a backend setting.
-        self.len() >= MAX_ROWS
+        self.rows.len() >= MAX_ROWS
             || unsafe { pg_sys::MemoryContextMemAllocated(self.cx, true) }
                 > unsafe { pg_sys::work_mem } as usize * 1024
     }
@@ -91,20 +82,44 @@ impl<'a> Refused<'a> {
         self.rows.push(d);
     }
 
-    /// Holds a row already copied (by [`Refused::copy`]) into a context that outlives the write.
-    pub fn push(&mut self, row: pg_sys::Datum) {
+    /// Holds the row in `slot` as [`Refused::push_slot`] does, having first written the rows
+    /// held, refused by `watermark`, when there are as many as it holds.
+    ///
+    /// # Safety
+    /// As [`Refused::copy`] and [`Refused::flush`].
+    pub unsafe fn hold_slot(&mut self, slot: *mut pg_sys::TupleTableSlot, watermark: Option<i64>) {
+        // SAFETY: as the caller promises; the copy is made after the flush resets the context.
+        unsafe {
+            if self.full() {
+                self.flush(watermark);
+            }
+            self.push_slot(slot);
+        }
+    }
+
+    /// Holds a row already copied (by [`Refused::copy`]) into a context that outlives the write,
+    /// having first written the rows held, as [`Refused::hold_slot`].
+    ///
+    /// # Safety
+    /// As [`Refused::flush`].
+    pub unsafe fn hold(&mut self, row: pg_sys::Datum, watermark: Option<i64>) {
+        if self.full() {
+            // SAFETY: as the caller promises.
+            unsafe { self.flush(watermark) };
+        }
         self.rows.push(row);
     }
 
-    /// Writes the rows held, refused by `watermark`, as the pipeline's owner (the caller's
-    /// identity), and forgets them.
+    /// Writes the rows held, refused by `watermark` (a row past its grace has one), as the
+    /// pipeline's owner (the caller's identity), and forgets them; nothing when none is held.
     ///
     /// # Safety
     /// The rows' contexts are alive.
-    pub unsafe fn flush(&mut self, watermark: i64) {
+    pub unsafe fn flush(&mut self, watermark: Option<i64>) {
         if self.rows.is_empty() {
             return;
         }
+        let watermark = watermark.expect("a window past its grace has a watermark");
         let arrays_cx = pgrx::PgMemoryContexts::new("pg_eventtime refused rows array");
         // SAFETY: the array is built in `arrays_cx` from the held rows, of the source's row type,
         // the plan's first parameter; the copies are released once written.

@@ -518,8 +518,6 @@ unsafe fn group_rows(
         let mut groups = Groups::new(plan, group_cx);
         let refused_cx = pgrx::PgMemoryContexts::new("pg_eventtime refused rows");
         let mut refused = Refused::new(&engine.refuse, refused_cx.value());
-        // A row past its grace has a watermark that refused it.
-        let refusing = || watermark.expect("a window past its grace has a watermark");
         let add = |groups: &mut Groups,
                    values: &[pg_sys::Datum],
                    nulls: &[bool],
@@ -547,11 +545,15 @@ unsafe fn group_rows(
         // With the pipeline's own ledger, the rows are read (copied) before anything is written;
         // then their entries go into the ledger and the kept rows are grouped or refused (see
         // `engine::dedup`).
-        let rows_cx = pgrx::PgMemoryContexts::new("pg_eventtime ledger rows");
+        let rows_cx = plan
+            .ledger
+            .as_ref()
+            .map(|_| pgrx::PgMemoryContexts::new("pg_eventtime ledger rows"));
         let mut rows = plan
             .ledger
             .as_ref()
-            .map(|l| dedup::Rows::new(plan, l, rows_cx.value()));
+            .zip(rows_cx.as_ref())
+            .map(|(l, cx)| dedup::Rows::new(plan, l, cx.value()));
         let mut write_rows = |rows: &dedup::Rows, skipped: Option<&[bool]>| -> Counts {
             let mut counted = 0i64;
             for (r, kept) in rows.kept(skipped).into_iter().enumerate() {
@@ -561,12 +563,7 @@ unsafe fn group_rows(
                 // Entries are written: past the bound the groups are written, not handed over.
                 let (values, nulls, (w, state)) = rows.row(r);
                 match rows.refused_row(r) {
-                    Some(doc) => {
-                        if refused.full() {
-                            refused.flush(refusing());
-                        }
-                        refused.push(doc);
-                    }
+                    Some(doc) => refused.hold(doc, watermark),
                     None => {
                         if groups.full() {
                             groups.flush(run);
@@ -578,9 +575,7 @@ unsafe fn group_rows(
                 reset(r);
             }
             groups.flush(run);
-            if !refused.is_empty() {
-                refused.flush(refusing());
-            }
+            refused.flush(watermark);
             counts(&groups, &refused, counted, rows.len() as i64 - counted)
         };
         // With offsets, a first pass checks every row and scans the offsets (and, with the
@@ -648,10 +643,7 @@ unsafe fn group_rows(
                 if at_or_below(values, &mut buf) {
                     duplicates += 1;
                 } else if state == WindowState::Purged {
-                    if refused.full() {
-                        refused.flush(refusing());
-                    }
-                    refused.push_slot(slot);
+                    refused.hold_slot(slot, watermark);
                     counted += 1;
                 } else {
                     if groups.full() {
@@ -664,9 +656,7 @@ unsafe fn group_rows(
                 true
             });
             groups.flush(run);
-            if !refused.is_empty() {
-                refused.flush(refusing());
-            }
+            refused.flush(watermark);
             return Some(counts(&groups, &refused, counted, duplicates));
         }
         if let Some(rows) = rows.as_mut() {
@@ -707,9 +697,7 @@ unsafe fn group_rows(
             return None;
         }
         groups.flush(run);
-        if !refused.is_empty() {
-            refused.flush(refusing());
-        }
+        refused.flush(watermark);
         let rows = pg_sys::tuplestore_tuple_count(table);
         Some(counts(&groups, &refused, rows, 0))
     }
