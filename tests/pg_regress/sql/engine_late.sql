@@ -27,6 +27,11 @@ LANGUAGE sql AS $$
   SELECT p, i.* FROM unnest(ps) p,
     eventtime.ingest(p, (SELECT jsonb_agg(to_jsonb(r) - 'stmt') FROM elt_rows r WHERE r.stmt = s)) i
 $$;
+-- Calls of the PL/pgSQL functions of pipelines ps in this transaction (track_functions).
+CREATE FUNCTION pg_temp.elt_sql_calls(ps text[]) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM pg_stat_xact_user_functions f
+  JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = ANY (ps)
+$$;
 -- elt_b and elt_d in REPEATABLE READ go to SQL; elt_a and elt_c to the engine.
 BEGIN;
 SET LOCAL track_functions = 'pl';
@@ -40,8 +45,7 @@ SELECT p, (eventtime.advance_watermark(p, '2026-05-01 03:00+00')).windows_fired 
 BEGIN;
 SET LOCAL track_functions = 'pl';
 SELECT e.* FROM generate_series(1, 4) s, pg_temp.elt_load(s, ARRAY['elt_a', 'elt_c']) e;
-SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
-JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+SELECT pg_temp.elt_sql_calls(ARRAY['elt_a', 'elt_c']) AS sql_calls;
 COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT e.* FROM generate_series(1, 4) s, pg_temp.elt_load(s, ARRAY['elt_b', 'elt_d']) e;
@@ -53,8 +57,7 @@ SELECT p, (eventtime.advance_watermark(p, '2026-05-01 04:30+00')).windows_fired 
 BEGIN;
 SET LOCAL track_functions = 'pl';
 SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_a', 'elt_c']);
-SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
-JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+SELECT pg_temp.elt_sql_calls(ARRAY['elt_a', 'elt_c']) AS sql_calls;
 COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_b', 'elt_d']);
@@ -97,8 +100,7 @@ SELECT count(*) AS refused FROM elt_c_refused;
 BEGIN;
 SET LOCAL track_functions = 'pl';
 SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_a', 'elt_c']);
-SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
-JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name IN ('elt_a', 'elt_c');
+SELECT pg_temp.elt_sql_calls(ARRAY['elt_a', 'elt_c']) AS sql_calls;
 COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM pg_temp.elt_load(5, ARRAY['elt_b', 'elt_d']);
@@ -147,8 +149,7 @@ BEGIN;
 SET LOCAL track_functions = 'pl';
 SELECT o.n, i.* FROM (SELECT * FROM elt_one WHERE n > 3 ORDER BY n) o,
   LATERAL eventtime.ingest('elt_s', to_jsonb(o) - 'n') i;
-SELECT count(*) AS sql_calls FROM pg_stat_xact_user_functions f
-JOIN _eventtime.pipeline p ON f.funcname = format('p%s_ingest_sql', p.id) WHERE p.name = 'elt_s';
+SELECT pg_temp.elt_sql_calls(ARRAY['elt_s']) AS sql_calls;
 COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT o.n, i.* FROM (SELECT * FROM elt_one WHERE n > 3 ORDER BY n) o,
